@@ -1,0 +1,196 @@
+"""Temperature scaling: the layer, the 1-D fit, and one call to calibrate a model."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_ils import targets as _targets
+
+
+@keras.saving.register_keras_serializable(package="keras_ils")
+class TemperatureScaling(keras.layers.Layer):
+    """Divides logits by a temperature `T` (Guo et al., 2017).
+
+    With `from_logits=False` the layer takes and returns probabilities:
+    `softmax(log(p) / T)`.
+
+    Args:
+        temperature: initial (or fixed) temperature, `> 0`. Defaults to `1.0`.
+        from_logits: whether the inputs are logits (else probabilities).
+            Defaults to `True`.
+        **kwargs: base layer arguments; `trainable=False` fixes `T`.
+
+    Call arguments:
+        inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
+
+    Example:
+
+    >>> layer = TemperatureScaling(temperature=2.0)
+    >>> keras.ops.convert_to_numpy(layer(np.array([[2.0, -4.0]])))
+    array([[ 1., -2.]], dtype=float32)
+
+    Usage with a trained model:
+
+    ```python
+    calibrated = keras.Sequential([model, keras_ils.TemperatureScaling(t_star, trainable=False)])
+    ```
+
+    References:
+        Guo et al. (2017), "On Calibration of Modern Neural Networks".
+    """
+
+    def __init__(self, temperature: float = 1.0, from_logits: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+            raise ValueError(
+                f"Invalid value for argument `temperature`. Expected a float > 0. Received: temperature={temperature!r}"
+            )
+        self.initial_temperature = float(temperature)
+        self.from_logits = bool(from_logits)
+
+    def build(self, input_shape):
+        self.temperature = self.add_weight(
+            name="temperature",
+            shape=(),
+            initializer=keras.initializers.Constant(self.initial_temperature),
+            trainable=True,
+        )
+
+    def call(self, inputs):
+        temperature = ops.maximum(ops.cast(self.temperature, inputs.dtype), keras.config.epsilon())
+        if self.from_logits:
+            return inputs / temperature
+        log_probabilities = ops.log(ops.clip(inputs, keras.config.epsilon(), 1.0))
+        return ops.softmax(log_probabilities / temperature, axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "temperature": self.initial_temperature, "from_logits": self.from_logits}
+
+
+def _nll_slope(inverse_temperature, logits, labels):
+    """d/d(beta) of mean NLL(softmax(beta * logits)): E_p[z] - z_t, increasing in beta."""
+    scaled = inverse_temperature * logits
+    scaled -= scaled.max(axis=1, keepdims=True)
+    probabilities = np.exp(scaled)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    expected = (probabilities * logits).sum(axis=1)
+    return float(np.mean(expected - logits[np.arange(len(labels)), labels]))
+
+
+def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)) -> float:
+    """The temperature `T*` minimising the NLL of `softmax(logits / T)`.
+
+    The NLL is convex in `1 / T`, so the optimum is where its derivative
+    changes sign; bisection on that sign (in log space, float64) finds it to
+    machine precision. Where the NLL keeps falling at an end of `bounds`
+    (e.g. a perfectly separated set), that end is returned.
+
+    Args:
+        logits: `[n, K]` uncalibrated logits.
+        labels: sparse labels `[n]`, one-hot/soft `[n, K]` or teacher targets.
+        bounds: the range searched for `T`. Defaults to `(0.01, 100)`.
+
+    Returns:
+        `T*` as a Python float.
+
+    Example:
+
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 3, 20000)
+    >>> x = rng.normal(size=(20000, 3)) + 2.0 * np.eye(3)[labels]
+    >>> calibrated_logits = 2.0 * x   # the true log-posteriors, up to a constant
+    >>> round(fit_temperature(3.0 * calibrated_logits, labels), 1)   # 3x over-confident
+    3.0
+
+    References:
+        Guo et al. (2017).
+    """
+    logits = np.asarray(ops.convert_to_numpy(logits), dtype=np.float64)
+    if logits.ndim != 2 or logits.shape[1] < 2 or len(logits) == 0:
+        raise ValueError(f"Argument `logits` must have shape [n >= 1, K >= 2]. Received shape: {logits.shape}")
+    if not np.all(np.isfinite(logits)):
+        raise ValueError("Argument `logits` must be finite. Received NaN or infinite values.")
+    low, high = bounds
+    if not 0 < low < high:
+        raise ValueError(f"Invalid value for argument `bounds`. Expected 0 < low < high. Received: bounds={bounds!r}")
+    labels = ops.convert_to_numpy(_targets.hard_labels(labels, logits.shape[1], y_pred_rank=2))
+    if len(labels) != len(logits):
+        raise ValueError(f"`logits` and `labels` must have the same length. Received: {len(logits)} and {len(labels)}")
+
+    log_beta_low, log_beta_high = np.log(1.0 / high), np.log(1.0 / low)
+    if _nll_slope(np.exp(log_beta_low), logits, labels) >= 0:
+        return float(high)
+    if _nll_slope(np.exp(log_beta_high), logits, labels) <= 0:
+        return float(low)
+    for _ in range(100):
+        middle = 0.5 * (log_beta_low + log_beta_high)
+        if _nll_slope(np.exp(middle), logits, labels) > 0:
+            log_beta_high = middle
+        else:
+            log_beta_low = middle
+    return float(np.exp(-0.5 * (log_beta_low + log_beta_high)))
+
+
+def predict_with_labels(model, data, batch_size: int = 256):
+    """Runs `model` over `(x, y)` data once and returns `(outputs, y)` as numpy, paired.
+
+    `data` is a `tf.data.Dataset` of batched `(x, y)` pairs or a tuple
+    `(x, y)` of arrays. The outputs and `y` come from the same pass, so a
+    shuffling dataset can never mis-pair them.
+    """
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2:
+            raise ValueError("Argument `data` must be (x, y) or a dataset of (x, y) batches.")
+        x, y = data
+        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), np.asarray(y)
+    outputs, ys = [], []
+    for batch in data:
+        if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+            raise ValueError("Argument `data` must yield (x, y) batches; it yielded no labels.")
+        outputs.append(ops.convert_to_numpy(model.predict_on_batch(batch[0])))
+        ys.append(ops.convert_to_numpy(batch[1]))
+    if not outputs:
+        raise ValueError("Argument `data` is empty.")
+    return np.concatenate(outputs), np.concatenate(ys)
+
+
+def calibrate(model: keras.Model, validation_data, *, from_logits: bool = True) -> keras.Model:
+    """Fits `T*` on validation data and returns `model` followed by a fixed `TemperatureScaling`.
+
+    Args:
+        model: a trained Keras classifier.
+        validation_data: a `tf.data.Dataset` of batched `(x, y)` or a tuple
+            `(x, y)`; `y` sparse, one-hot or teacher targets.
+        from_logits: whether `model` outputs logits (else probabilities).
+            Defaults to `True`.
+
+    Returns:
+        A new model sharing `model`'s layers; its last layer is the
+        `TemperatureScaling` holding `T*` (`calibrated.layers[-1].temperature`).
+
+    Example:
+
+    >>> x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    >>> y = (x[:, 0] > 0).astype("int32")
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    >>> calibrated = calibrate(model, (x, y))
+    >>> calibrated.predict(x, verbose=0).shape
+    (64, 2)
+    """
+    outputs, y = predict_with_labels(model, validation_data)
+    logits = outputs if from_logits else np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
+    temperature = fit_temperature(logits, y)
+    scaling = TemperatureScaling(temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
+    name = f"{model.name}_calibrated"
+    try:
+        model_inputs = model.inputs
+    except (AttributeError, ValueError):  # a subclassed model has no symbolic inputs
+        return keras.Sequential([model, scaling], name=name)
+    inputs = [keras.Input(shape=t.shape[1:], dtype=t.dtype) for t in model_inputs]
+    outputs = scaling(model(inputs[0] if len(inputs) == 1 else inputs))
+    return keras.Model(inputs, outputs, name=name)

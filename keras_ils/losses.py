@@ -1,0 +1,136 @@
+"""`ILSLoss`: cross-entropy against no-LS, LS, ILS1, ILS2 or ILS targets."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_ils import targets as _targets
+
+
+@keras.saving.register_keras_serializable(package="keras_ils")
+class ILSLoss(keras.losses.Loss):
+    """Cross-entropy against instance-based label-smoothed targets.
+
+    What the loss trains against depends on the form of `y_true`:
+
+    - teacher targets from `keras_ils.teacher_targets` (`[batch, 2K]`): the
+      targets of `method` with this loss's hyperparameters (see
+      `keras_ils.ils_targets`);
+    - sparse integer labels (`[batch]` or `[batch, 1]`): plain cross-entropy,
+      except that `method="ls"` applies standard label smoothing (which
+      Keras' own sparse cross-entropy cannot);
+    - one-hot or soft targets (`[batch, K]`): cross-entropy against them.
+
+    So one compiled model trains on teacher targets and validates on hard
+    labels, and `val_loss` is then the paper's selection criterion: the
+    cross-entropy against hard labels.
+
+    Formula:
+
+    ```
+    loss = -sum_j y_j * log_softmax(y_pred)_j,   y = ils_targets(...)
+    ```
+
+    Args:
+        method: `"none"`, `"ls"`, `"ils1"`, `"ils2"` or `"ils"`.
+            Defaults to `"ils"`.
+        epsilon: smoothing mass for `"ls"` and `"ils2"`, in `[0, 1)`.
+            Defaults to `0.1`.
+        p1: ILS1's `P1`, in `(0, 1]`. Defaults to `0.9`.
+        p2: ILS1's `P2`, `>= 0`. Defaults to `1.0`.
+        temperature: ILS2's temperature on the calibrated teacher logits,
+            `> 0`. Defaults to `1.0`.
+        max_epsilon: clip of ILS1's smoothing factor, in `[0, 1)`.
+            Defaults to `0.2`.
+        family: ILS1's curve, `"quadratic"` or `"sinusoidal"`.
+            Defaults to `"quadratic"`.
+        from_logits: whether `y_pred` are logits (else probabilities).
+            Defaults to `True`.
+        reduction: Keras loss reduction. Defaults to `"sum_over_batch_size"`.
+        name: Defaults to `"ils_loss"`.
+        dtype: the loss's computation dtype. Defaults to `None` (floatx).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_ils
+    >>> y = keras_ils.teacher_targets([0], np.log([[0.7, 0.2, 0.1]]))
+    >>> loss = ILSLoss(method="ils2", epsilon=0.1)
+    >>> round(float(loss(y, np.log([[0.9, 0.0667, 0.0333]]))), 4)   # the targets' entropy
+    0.3887
+    >>> round(float(loss([0], np.log([[0.9, 0.0667, 0.0333]]))), 4)
+    0.1054
+
+    Usage with `compile()`:
+
+    ```python
+    model.compile(optimizer="adam", loss=keras_ils.ILSLoss(method="ils", p1=0.8, p2=2.0))
+    model.fit(train_ds_with_teacher_targets, validation_data=val_ds_with_labels)
+    ```
+
+    References:
+        Maher & Kull (2021), §4.
+    """
+
+    def __init__(
+        self,
+        method: str = "ils",
+        epsilon: float = 0.1,
+        p1: float = 0.9,
+        p2: float = 1.0,
+        temperature: float = 1.0,
+        max_epsilon: float = 0.2,
+        family: str = "quadratic",
+        from_logits: bool = True,
+        reduction: str | None = "sum_over_batch_size",
+        name: str = "ils_loss",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self._hyperparameters = _targets.validate_hyperparameters(
+            method, epsilon, p1, p2, temperature, max_epsilon, family
+        )
+        self.method = method
+        self.epsilon = epsilon
+        self.p1 = p1
+        self.p2 = p2
+        self.temperature = temperature
+        self.max_epsilon = max_epsilon
+        self.family = family
+        self.from_logits = bool(from_logits)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
+        num_classes = y_pred.shape[-1]
+        kind = _targets.y_true_kind(y_true, num_classes, len(y_pred.shape))
+        if kind == "dense":
+            targets = y_true
+        elif kind == "teacher":
+            one_hot, teacher_logits = _targets.split_teacher_targets(y_true, num_classes)
+            targets = _targets.targets_from_one_hot(one_hot, teacher_logits, **self._hyperparameters)
+        else:
+            labels = _targets.hard_labels(y_true, num_classes, len(y_pred.shape))
+            hard_method = "ls" if self.method == "ls" else "none"
+            targets = _targets.targets_from_one_hot(
+                ops.one_hot(labels, num_classes),
+                method=hard_method,
+                epsilon=self._hyperparameters["epsilon"],
+            )
+        targets = ops.cast(targets, y_pred.dtype)
+        return ops.categorical_crossentropy(targets, y_pred, from_logits=self.from_logits)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            method=self.method,
+            epsilon=self.epsilon,
+            p1=self.p1,
+            p2=self.p2,
+            temperature=self.temperature,
+            max_epsilon=self.max_epsilon,
+            family=self.family,
+            from_logits=self.from_logits,
+            dtype=self.dtype_policy.name,
+        )
+        return config

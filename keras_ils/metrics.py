@@ -1,0 +1,455 @@
+"""Calibration metrics as streaming Keras metrics.
+
+Binning follows the paper (§2.2): `num_bins` equal-width bins,
+`B_1 = [0, 1/N]`, `B_n = ((n-1)/N, n/N]`, so a probability `p` falls in bin
+`clip(ceil(p * N) - 1, 0, N - 1)`.
+
+State is per-bin sums (counts, confidences, correct predictions), added with
+`assign_add` only, so the value after any batching, order or replica split
+equals the value on the whole set at once, and `tf.distribute` sums replicas.
+
+Every metric accepts the three `y_true` forms of the package: sparse labels,
+one-hot/soft targets (read as their argmax) and teacher targets built by
+`keras_ils.teacher_targets`. `y_pred` are probabilities unless
+`from_logits=True`.
+
+| metric                               | what it is                                           |
+|--------------------------------------|------------------------------------------------------|
+| `ExpectedCalibrationError`           | confidence-ECE, paper Eq. 1                          |
+| `ClasswiseExpectedCalibrationError`  | classwise-ECE, paper Eq. 2 (Kull et al. 2019)        |
+| `ClassConditionalECE`                | the authors' code's "cwECE": mean over true classes of the top-label ECE of that class's points; reproduces the paper's printed cwECE columns |
+| `MaximumCalibrationError`            | largest |accuracy - confidence| over non-empty bins |
+| `NegativeLogLikelihood`              | mean -log p_t                                        |
+| `BrierScore`                         | mean sum_j (p_j - y_j)^2                             |
+| `Accuracy`                           | top-1 accuracy                                       |
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_ils import targets as _targets
+
+_register = keras.saving.register_keras_serializable(package="keras_ils")
+
+
+def _invalid(name, expected, value):
+    return ValueError(f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}")
+
+
+def bin_index(probabilities, num_bins):
+    """The paper's bin of each probability: `clip(ceil(p * N) - 1, 0, N - 1)`.
+
+    Example:
+
+    >>> keras.ops.convert_to_numpy(bin_index([0.0, 0.1, 1 / 3, 0.34, 1.0], 3))
+    array([0, 0, 0, 1, 2], dtype=int32)
+    """
+    probabilities = ops.convert_to_tensor(probabilities)
+    index = ops.cast(ops.ceil(probabilities * num_bins), "int32") - 1
+    return ops.clip(index, 0, num_bins - 1)
+
+
+class _CalibrationMetric(keras.metrics.Metric):
+    """Shared argument handling: probabilities, hard labels and weights, flattened to rows."""
+
+    def __init__(self, num_classes=None, num_bins=15, from_logits=False, name=None, dtype=None, needs_classes=False):
+        super().__init__(name=name, dtype=dtype)
+        if needs_classes or num_classes is not None:
+            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+                raise _invalid("num_classes", "an int >= 2", num_classes)
+        if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
+            raise _invalid("num_bins", "an int >= 1", num_bins)
+        self.num_classes = num_classes
+        self.num_bins = num_bins
+        self.from_logits = bool(from_logits)
+        self._direction = "down"
+
+    def _zeros(self, name, size=None):
+        return self.add_variable(
+            shape=() if size is None else (size,), initializer="zeros", dtype=self.dtype, name=name
+        )
+
+    def _rows(self, y_true, y_pred, sample_weight):
+        """Returns `(probabilities [n, K], log_probabilities [n, K], labels [n], weights [n])`."""
+        y_pred = ops.convert_to_tensor(y_pred, dtype=self.dtype)
+        num_classes = y_pred.shape[-1]
+        if self.num_classes is not None and num_classes is not None and num_classes != self.num_classes:
+            raise ValueError(
+                f"{type(self).__name__} was built for num_classes={self.num_classes} "
+                f"but `y_pred` has {num_classes} classes."
+            )
+        labels = _targets.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
+        if self.from_logits:
+            log_probabilities = ops.log_softmax(y_pred, axis=-1)
+            probabilities = ops.exp(log_probabilities)
+        else:
+            probabilities = y_pred
+            log_probabilities = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
+        probabilities = ops.reshape(probabilities, (-1, num_classes))
+        log_probabilities = ops.reshape(log_probabilities, (-1, num_classes))
+        labels = ops.reshape(labels, (-1,))
+        if sample_weight is None:
+            weights = ops.ones_like(labels, dtype=self.dtype)
+        else:
+            weights = ops.reshape(ops.cast(sample_weight, self.dtype), (-1,))
+            weights = ops.broadcast_to(weights, ops.shape(labels)) if weights.shape[0] == 1 else weights
+        return probabilities, log_probabilities, labels, weights
+
+    def _top_label(self, y_true, y_pred, sample_weight):
+        """Confidence, correctness, bin, label and weight of each row's top prediction."""
+        probabilities, _, labels, weights = self._rows(y_true, y_pred, sample_weight)
+        confidence = ops.max(probabilities, axis=-1)
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(probabilities, axis=-1), "int32"), labels), self.dtype)
+        return confidence, correct, bin_index(confidence, self.num_bins), labels, weights
+
+    def reset_state(self):
+        for variable in self.variables:
+            variable.assign(ops.zeros(variable.shape, dtype=variable.dtype))
+
+    def get_config(self):
+        config = {"num_bins": self.num_bins, "from_logits": self.from_logits}
+        if self.num_classes is not None:
+            config["num_classes"] = self.num_classes
+        return {**super().get_config(), **config}
+
+
+class _TopLabelBins(_CalibrationMetric):
+    """Per-bin count, confidence sum and correct sum of the top-label prediction."""
+
+    def __init__(self, num_bins=15, from_logits=False, name=None, dtype=None):
+        super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
+        self.counts = self._zeros("counts", num_bins)
+        self.confidence_sums = self._zeros("confidence_sums", num_bins)
+        self.correct_sums = self._zeros("correct_sums", num_bins)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        confidence, correct, bins, _, weights = self._top_label(y_true, y_pred, sample_weight)
+        self.counts.assign_add(ops.segment_sum(weights, bins, self.num_bins))
+        self.confidence_sums.assign_add(ops.segment_sum(weights * confidence, bins, self.num_bins))
+        self.correct_sums.assign_add(ops.segment_sum(weights * correct, bins, self.num_bins))
+
+
+@_register
+class ExpectedCalibrationError(_TopLabelBins):
+    """Confidence-ECE with the paper's equal-width bins.
+
+    Formula:
+
+    ```
+    ECE = sum_n |B_n| / N * |accuracy(B_n) - confidence(B_n)|
+    ```
+
+    over the top-1 confidence `max_j p_j`.
+
+    Args:
+        num_bins: number of equal-width bins, `>= 1`. Defaults to `15`.
+        from_logits: whether `y_pred` are logits. Defaults to `False`.
+        name: Defaults to `"ece"`.
+        dtype: Defaults to `None` (floatx).
+
+    Example:
+
+    >>> m = ExpectedCalibrationError(num_bins=2)
+    >>> m.update_state([0, 1, 1], [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+    >>> round(float(m.result()), 4)
+    0.1333
+
+    Usage with `compile()`:
+
+    ```python
+    model.compile(loss=keras_ils.ILSLoss(), metrics=[keras_ils.metrics.ExpectedCalibrationError(from_logits=True)])
+    ```
+
+    References:
+        Maher & Kull (2021), §2.2, Eq. 1; Naeini et al. (2015).
+    """
+
+    def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "ece", dtype=None):
+        super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
+
+    def result(self):
+        gaps = ops.abs(self.correct_sums - self.confidence_sums)
+        return ops.divide_no_nan(ops.sum(gaps), ops.sum(self.counts))
+
+
+@_register
+class MaximumCalibrationError(_TopLabelBins):
+    """Largest gap between accuracy and confidence over the non-empty bins.
+
+    Formula:
+
+    ```
+    MCE = max_{n: |B_n| > 0} |accuracy(B_n) - confidence(B_n)|
+    ```
+
+    Args:
+        num_bins: number of equal-width bins, `>= 1`. Defaults to `15`.
+        from_logits: whether `y_pred` are logits. Defaults to `False`.
+        name: Defaults to `"mce"`.
+        dtype: Defaults to `None` (floatx).
+
+    Example:
+
+    >>> m = MaximumCalibrationError(num_bins=4)
+    >>> m.update_state([0, 1, 1], [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+    >>> round(float(m.result()), 4)
+    0.35
+
+    References:
+        Naeini et al. (2015).
+    """
+
+    def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "mce", dtype=None):
+        super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
+
+    def result(self):
+        gaps = ops.divide_no_nan(ops.abs(self.correct_sums - self.confidence_sums), self.counts)
+        return ops.max(gaps)
+
+
+@_register
+class ClasswiseExpectedCalibrationError(_CalibrationMetric):
+    """Classwise-ECE (paper Eq. 2, Kull et al. 2019), the package's cwECE.
+
+    Every class `j` is binned on its own predicted probability `p_j`.
+
+    Formula:
+
+    ```
+    cwECE = 1/K sum_j sum_n |B_nj| / N * |freq_j(B_nj) - mean p_j(B_nj)|
+    ```
+
+    where `freq_j(B_nj)` is the fraction of the bin's points whose true class
+    is `j`. This is NOT the number printed in the paper's tables; for that see
+    `ClassConditionalECE`.
+
+    Args:
+        num_classes: `K`, `>= 2`.
+        num_bins: number of equal-width bins, `>= 1`. Defaults to `15`.
+        from_logits: whether `y_pred` are logits. Defaults to `False`.
+        name: Defaults to `"cwece"`.
+        dtype: Defaults to `None` (floatx).
+
+    Example:
+
+    >>> m = ClasswiseExpectedCalibrationError(num_classes=2, num_bins=2)
+    >>> m.update_state([0, 1, 1], [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+    >>> round(float(m.result()), 4)
+    0.3333
+
+    References:
+        Maher & Kull (2021), §2.2, Eq. 2; Kull et al. (2019).
+    """
+
+    def __init__(
+        self, num_classes: int, num_bins: int = 15, from_logits: bool = False, name: str = "cwece", dtype=None
+    ):
+        super().__init__(num_classes, num_bins, from_logits, name, dtype, needs_classes=True)
+        size = num_classes * num_bins
+        self.total = self._zeros("total")
+        self.label_sums = self._zeros("label_sums", size)
+        self.probability_sums = self._zeros("probability_sums", size)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        probabilities, _, labels, weights = self._rows(y_true, y_pred, sample_weight)
+        size = self.num_classes * self.num_bins
+        cell = bin_index(probabilities, self.num_bins) + ops.arange(self.num_classes, dtype="int32") * self.num_bins
+        cell = ops.reshape(cell, (-1,))
+        weights = weights[:, None]
+        one_hot = ops.one_hot(labels, self.num_classes, dtype=self.dtype)
+        self.total.assign_add(ops.sum(weights))
+        self.label_sums.assign_add(ops.segment_sum(ops.reshape(one_hot * weights, (-1,)), cell, size))
+        self.probability_sums.assign_add(ops.segment_sum(ops.reshape(probabilities * weights, (-1,)), cell, size))
+
+    def result(self):
+        gaps = ops.sum(ops.abs(self.label_sums - self.probability_sums))
+        return ops.divide_no_nan(gaps, self.total * self.num_classes)
+
+
+@_register
+class ClassConditionalECE(_CalibrationMetric):
+    """The paper's printed "cwECE": mean over true classes of a top-label ECE.
+
+    The authors' public code computes, for every true class `c`, the
+    confidence-ECE of the points whose label is `c`, and averages over the
+    classes present. That, not Eq. 2, reproduces the paper's printed cwECE
+    (0.0234 for the synthetic task's Bayes-optimal model, where Eq. 2 gives
+    about 0.007). Use it to set tables beside the paper's like for like; the
+    package's classwise-ECE is `ClasswiseExpectedCalibrationError`.
+
+    Formula:
+
+    ```
+    value = mean_{c present} sum_n |B_nc| / N_c * |accuracy(B_nc) - confidence(B_nc)|
+    ```
+
+    with `B_nc` the points of true class `c` whose top confidence is in bin `n`.
+
+    Args:
+        num_classes: `K`, `>= 2`.
+        num_bins: number of equal-width bins, `>= 1`. Defaults to `15`.
+        from_logits: whether `y_pred` are logits. Defaults to `False`.
+        name: Defaults to `"class_conditional_ece"`.
+        dtype: Defaults to `None` (floatx).
+
+    Example:
+
+    >>> m = ClassConditionalECE(num_classes=2, num_bins=2)
+    >>> m.update_state([0, 1, 1], [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+    >>> round(float(m.result()), 4)
+    0.175
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        num_bins: int = 15,
+        from_logits: bool = False,
+        name: str = "class_conditional_ece",
+        dtype=None,
+    ):
+        super().__init__(num_classes, num_bins, from_logits, name, dtype, needs_classes=True)
+        size = num_classes * num_bins
+        self.counts = self._zeros("counts", size)
+        self.confidence_sums = self._zeros("confidence_sums", size)
+        self.correct_sums = self._zeros("correct_sums", size)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        confidence, correct, bins, labels, weights = self._top_label(y_true, y_pred, sample_weight)
+        size = self.num_classes * self.num_bins
+        cell = labels * self.num_bins + bins
+        self.counts.assign_add(ops.segment_sum(weights, cell, size))
+        self.confidence_sums.assign_add(ops.segment_sum(weights * confidence, cell, size))
+        self.correct_sums.assign_add(ops.segment_sum(weights * correct, cell, size))
+
+    def result(self):
+        shape = (self.num_classes, self.num_bins)
+        gaps = ops.sum(ops.reshape(ops.abs(self.correct_sums - self.confidence_sums), shape), axis=-1)
+        counts = ops.sum(ops.reshape(self.counts, shape), axis=-1)
+        present = ops.cast(counts > 0, self.dtype)
+        return ops.divide_no_nan(ops.sum(ops.divide_no_nan(gaps, counts)), ops.sum(present))
+
+
+class _WeightedMean(_CalibrationMetric):
+    """Weighted mean of a per-example value; subclasses define `_values`."""
+
+    def __init__(self, from_logits=False, name=None, dtype=None):
+        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
+        self.total = self._zeros("total")
+        self.count = self._zeros("count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        probabilities, log_probabilities, labels, weights = self._rows(y_true, y_pred, sample_weight)
+        one_hot = ops.one_hot(labels, probabilities.shape[-1], dtype=self.dtype)
+        values = self._values(probabilities, log_probabilities, one_hot)
+        self.total.assign_add(ops.sum(weights * values))
+        self.count.assign_add(ops.sum(weights))
+
+    def result(self):
+        return ops.divide_no_nan(self.total, self.count)
+
+    def get_config(self):
+        config = super().get_config()
+        del config["num_bins"]
+        return config
+
+
+@_register
+class NegativeLogLikelihood(_WeightedMean):
+    """Mean negative log-probability of the true class (cross-entropy on hard labels).
+
+    Args:
+        from_logits: whether `y_pred` are logits. Defaults to `False`.
+        name: Defaults to `"nll"`.
+        dtype: Defaults to `None` (floatx).
+
+    Example:
+
+    >>> m = NegativeLogLikelihood()
+    >>> m.update_state([0, 1], [[0.5, 0.5], [0.2, 0.8]])
+    >>> round(float(m.result()), 4)
+    0.4581
+    """
+
+    def __init__(self, from_logits: bool = False, name: str = "nll", dtype=None):
+        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
+
+    def _values(self, probabilities, log_probabilities, one_hot):
+        return -ops.sum(one_hot * log_probabilities, axis=-1)
+
+
+@_register
+class BrierScore(_WeightedMean):
+    """Mean multi-class Brier score, `sum_j (p_j - y_j)^2` per example (range [0, 2]).
+
+    Args:
+        from_logits: whether `y_pred` are logits. Defaults to `False`.
+        name: Defaults to `"brier"`.
+        dtype: Defaults to `None` (floatx).
+
+    Example:
+
+    >>> m = BrierScore()
+    >>> m.update_state([0, 1], [[0.5, 0.5], [0.2, 0.8]])
+    >>> round(float(m.result()), 4)
+    0.29
+
+    References:
+        Brier (1950).
+    """
+
+    def __init__(self, from_logits: bool = False, name: str = "brier", dtype=None):
+        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
+
+    def _values(self, probabilities, log_probabilities, one_hot):
+        return ops.sum(ops.square(probabilities - one_hot), axis=-1)
+
+
+@_register
+class Accuracy(_WeightedMean):
+    """Top-1 accuracy that reads every `y_true` form of the package, teacher targets included.
+
+    Keras' own accuracy metrics would compare against the teacher-target
+    columns; use this one when training on `keras_ils.teacher_targets`.
+
+    Args:
+        from_logits: ignored by the argmax; kept for a uniform signature.
+            Defaults to `False`.
+        name: Defaults to `"accuracy"`.
+        dtype: Defaults to `None` (floatx).
+
+    Example:
+
+    >>> m = Accuracy()
+    >>> m.update_state([0, 1], [[0.5, 0.4], [0.7, 0.3]])
+    >>> float(m.result())
+    0.5
+    """
+
+    def __init__(self, from_logits: bool = False, name: str = "accuracy", dtype=None):
+        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
+        self._direction = "up"
+
+    def _values(self, probabilities, log_probabilities, one_hot):
+        predicted = ops.argmax(probabilities, axis=-1)
+        return ops.take_along_axis(one_hot, predicted[:, None], axis=-1)[:, 0]
+
+
+def calibration_metrics(num_classes: int, num_bins: int = 15, from_logits: bool = False) -> list:
+    """The evaluation set used across the package: accuracy, NLL, ECE, cwECE, Brier, MCE.
+
+    Example:
+
+    >>> [m.name for m in calibration_metrics(num_classes=3)]
+    ['accuracy', 'nll', 'ece', 'cwece', 'brier', 'mce']
+    """
+    return [
+        Accuracy(from_logits=from_logits),
+        NegativeLogLikelihood(from_logits=from_logits),
+        ExpectedCalibrationError(num_bins, from_logits),
+        ClasswiseExpectedCalibrationError(num_classes, num_bins, from_logits),
+        BrierScore(from_logits=from_logits),
+        MaximumCalibrationError(num_bins, from_logits),
+    ]

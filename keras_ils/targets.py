@@ -1,0 +1,450 @@
+"""The ILS target math, written once, and the package's teacher-target layout.
+
+Everything that turns labels (and a teacher's logits) into the soft targets a
+student is trained against lives here: `ILSLoss`, the `tf.data` maps, the
+baselines and the distillation code all call these functions.
+
+Teacher-target layout
+---------------------
+Keras 3 hands a loss one `y_true` tensor per output, so the teacher's
+information travels inside it. `teacher_targets(labels, teacher_logits)` builds
+it and `split_y_true` reads it; nothing else in the package knows the layout:
+
+    y_true[..., :K]   one-hot encoding of the true class
+    y_true[..., K:]   the CALIBRATED teacher's logits (raw logits / T*)
+
+so a teacher-target `y_true` has `2 * K` columns for a `K`-class student.
+Sparse labels (`[batch]` or `[batch, 1]`) and one-hot/soft targets
+(`[batch, K]`) are accepted everywhere too; the column count tells the three
+apart (`K >= 2`). One-hot rather than an integer column keeps the label exact
+in any float dtype, `bfloat16` included.
+
+Re-parameterisation relative to T*
+----------------------------------
+The paper's ILS2 temperature `T` divides the raw teacher logits. Here the
+stored logits are already calibrated (`raw / T*`), and `temperature` divides
+those: `temperature=1` is the calibrated teacher itself, and the paper's grid
+`T` corresponds to `temperature = T / T*`. ILS1's `p_t` is always read from the
+calibrated teacher (`temperature` does not touch it), as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import keras
+from keras import ops
+
+METHODS = ("none", "ls", "ils1", "ils2", "ils")
+FAMILIES = ("quadratic", "sinusoidal")
+
+_DEFAULTS = dict(
+    epsilon=0.1, p1=0.9, p2=1.0, temperature=1.0, max_epsilon=0.2, family="quadratic"
+)
+
+
+def _invalid(name, expected, value):
+    return ValueError(
+        f"Invalid value for argument `{name}`. Expected {expected}. "
+        f"Received: {name}={value!r}"
+    )
+
+
+def _real(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"Argument `{name}` must be a Python number. "
+            f"Received: {name}={value!r} of type {type(value).__name__}"
+        )
+    value = float(value)
+    if not math.isfinite(value):
+        raise _invalid(name, "a finite number", value)
+    return value
+
+
+def validate_hyperparameters(
+    method="ils",
+    epsilon=_DEFAULTS["epsilon"],
+    p1=_DEFAULTS["p1"],
+    p2=_DEFAULTS["p2"],
+    temperature=_DEFAULTS["temperature"],
+    max_epsilon=_DEFAULTS["max_epsilon"],
+    family=_DEFAULTS["family"],
+):
+    """Checks the ILS hyperparameters; raises `ValueError`/`TypeError` naming the argument.
+
+    Returns:
+        The hyperparameters as a dict of Python values.
+
+    Example:
+
+    >>> validate_hyperparameters("ils1", p1=0.8, p2=2)["p2"]
+    2.0
+    """
+    if method not in METHODS:
+        raise _invalid("method", f"one of {METHODS}", method)
+    if family not in FAMILIES:
+        raise _invalid("family", f"one of {FAMILIES}", family)
+    epsilon, p1, p2 = _real("epsilon", epsilon), _real("p1", p1), _real("p2", p2)
+    temperature, max_epsilon = _real("temperature", temperature), _real("max_epsilon", max_epsilon)
+    if not 0.0 <= epsilon < 1.0:
+        raise _invalid("epsilon", "a float in [0, 1)", epsilon)
+    if not 0.0 < p1 <= 1.0:
+        raise _invalid("p1", "a float in (0, 1]", p1)
+    if p2 < 0.0:
+        raise _invalid("p2", "a float >= 0", p2)
+    if temperature <= 0.0:
+        raise _invalid("temperature", "a float > 0", temperature)
+    if not 0.0 <= max_epsilon < 1.0:
+        raise _invalid("max_epsilon", "a float in [0, 1)", max_epsilon)
+    return dict(
+        method=method,
+        epsilon=epsilon,
+        p1=p1,
+        p2=p2,
+        temperature=temperature,
+        max_epsilon=max_epsilon,
+        family=family,
+    )
+
+
+def _compute_dtype(x):
+    """float32 for half-precision and integer inputs, otherwise the input's dtype."""
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    return "float64" if dtype == "float64" else "float32"
+
+
+def smoothing_factor(
+    true_class_probability,
+    p1=_DEFAULTS["p1"],
+    p2=_DEFAULTS["p2"],
+    max_epsilon=_DEFAULTS["max_epsilon"],
+    family=_DEFAULTS["family"],
+):
+    """ILS1's instance smoothing factor as a function of the teacher's `p_t`.
+
+    Formula:
+
+    ```
+    quadratic:   eps_x = min(max_epsilon, p2 * (p_t - p1) ** 2)
+    sinusoidal:  eps_x = min(max_epsilon, 0.1 * (sin(p2 * (p_t - p1)) + 1))
+    ```
+
+    Args:
+        true_class_probability: the calibrated teacher's probability of the
+            true class, any shape.
+        p1: where the parabola touches zero, in `(0, 1]`. Defaults to `0.9`.
+        p2: its curvature, `>= 0`. Defaults to `1.0`.
+        max_epsilon: upper clip, in `[0, 1)`. Defaults to `0.2`.
+        family: `"quadratic"` (paper Eq. 3) or `"sinusoidal"` (paper §4.1).
+            Defaults to `"quadratic"`.
+
+    Returns:
+        A float tensor of the input's shape.
+
+    Example:
+
+    >>> import numpy as np
+    >>> eps = smoothing_factor(np.array([0.4, 0.8, 1.0]), p1=0.8, p2=2.0)
+    >>> np.round(keras.ops.convert_to_numpy(eps), 4).tolist()
+    [0.2, 0.0, 0.08]
+
+    References:
+        Maher & Kull (2021), §4.1 (ILS1).
+    """
+    hp = validate_hyperparameters(p1=p1, p2=p2, max_epsilon=max_epsilon, family=family)
+    p_t = ops.convert_to_tensor(true_class_probability)
+    p_t = ops.cast(p_t, _compute_dtype(p_t))
+    if hp["family"] == "quadratic":
+        eps = hp["p2"] * ops.square(p_t - hp["p1"])
+    else:
+        eps = 0.1 * (ops.sin(hp["p2"] * (p_t - hp["p1"])) + 1.0)
+    return ops.minimum(eps, hp["max_epsilon"])
+
+
+def _wrong_class_distribution(one_hot, scaled_logits):
+    """q_j / (1 - q_t) for j != t, computed as a softmax over the wrong classes.
+
+    That is the exact value of the paper's ratio, and stays exact where
+    rounding makes q_t == 1 in floating point. Only a row whose wrong classes
+    carry no mass at all (every wrong logit -inf) falls back to uniform.
+    """
+    is_true = one_hot > 0.5
+    masked = ops.where(is_true, float("-inf"), scaled_logits)
+    row_max = ops.max(masked, axis=-1, keepdims=True)
+    row_max = ops.where(ops.isfinite(row_max), row_max, ops.zeros_like(row_max))
+    unnormalised = ops.where(is_true, ops.zeros_like(masked), ops.exp(masked - row_max))
+    total = ops.sum(unnormalised, axis=-1, keepdims=True)
+    has_mass = total > 0
+    safe_total = ops.where(has_mass, total, ops.ones_like(total))
+    num_classes = ops.shape(one_hot)[-1]
+    uniform = (1.0 - one_hot) / ops.cast(num_classes - 1, one_hot.dtype)
+    return ops.where(has_mass, unnormalised / safe_total, uniform)
+
+
+def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
+    """`ils_targets` for one-hot labels: the one implementation every caller uses.
+
+    Args:
+        one_hot: `[..., K]` one-hot true classes.
+        teacher_logits: `[..., K]` calibrated teacher logits, or `None` for
+            `"none"` and `"ls"`.
+        **hyperparameters: `method`, `epsilon`, `p1`, `p2`, `temperature`,
+            `max_epsilon`, `family` as in `ils_targets`.
+
+    Returns:
+        `[..., K]` targets: float64 for float64 inputs, float32 otherwise.
+    """
+    hp = validate_hyperparameters(**hyperparameters)
+    method = hp["method"]
+    one_hot = ops.convert_to_tensor(one_hot)
+    dtype = _compute_dtype(one_hot if teacher_logits is None else ops.convert_to_tensor(teacher_logits))
+    one_hot = ops.cast(one_hot, dtype)
+    num_classes = one_hot.shape[-1]
+    if num_classes is not None and num_classes < 2:
+        raise _invalid("labels", "at least 2 classes", f"{num_classes} classes")
+    if method == "none":
+        return one_hot
+    k = ops.cast(ops.shape(one_hot)[-1], dtype)
+    if method == "ls":
+        return one_hot * (1.0 - hp["epsilon"]) + hp["epsilon"] / k
+
+    if teacher_logits is None:
+        raise ValueError(
+            f"Argument `teacher_logits` is required for method={method!r}; "
+            "only 'none' and 'ls' work without a teacher."
+        )
+    logits = ops.stop_gradient(ops.cast(ops.convert_to_tensor(teacher_logits), dtype))
+    if logits.shape[-1] is not None and num_classes is not None and logits.shape[-1] != num_classes:
+        raise ValueError(
+            "The teacher's class count must equal the labels'. Received: "
+            f"teacher_logits with {logits.shape[-1]} classes for {num_classes} classes."
+        )
+
+    if method in ("ils1", "ils"):
+        p_t = ops.sum(one_hot * ops.exp(ops.log_softmax(logits, axis=-1)), axis=-1, keepdims=True)
+        epsilon = smoothing_factor(p_t, hp["p1"], hp["p2"], hp["max_epsilon"], hp["family"])
+    else:
+        epsilon = hp["epsilon"]
+    if method == "ils1":
+        return one_hot * (1.0 - epsilon) + epsilon / k
+    wrong = _wrong_class_distribution(one_hot, logits / hp["temperature"])
+    return one_hot * (1.0 - epsilon) + epsilon * wrong
+
+
+def _one_hot_labels(labels, num_classes):
+    labels = ops.convert_to_tensor(labels)
+    if not keras.backend.is_int_dtype(labels.dtype) and not keras.backend.is_float_dtype(labels.dtype):
+        raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
+    if len(labels.shape) >= 2 and labels.shape[-1] == 1:
+        labels = ops.squeeze(labels, axis=-1)
+    labels = ops.cast(labels, "int32")
+    check_labels_in_range(labels, num_classes)
+    return ops.one_hot(labels, num_classes, dtype="float32")
+
+
+def ils_targets(
+    labels,
+    teacher_logits=None,
+    *,
+    method,
+    epsilon=_DEFAULTS["epsilon"],
+    p1=_DEFAULTS["p1"],
+    p2=_DEFAULTS["p2"],
+    temperature=_DEFAULTS["temperature"],
+    max_epsilon=_DEFAULTS["max_epsilon"],
+    family=_DEFAULTS["family"],
+    num_classes=None,
+):
+    """Soft targets for a student: no smoothing, LS, ILS1, ILS2 or ILS.
+
+    Formula (`t` the true class, `K` classes, `p = softmax(teacher_logits)`,
+    `q = softmax(teacher_logits / temperature)`):
+
+    ```
+    none:  y = onehot
+    ls:    y = (1 - epsilon) * onehot + epsilon / K
+    ils1:  eps_x = min(max_epsilon, p2 * (p_t - p1) ** 2)
+           y = (1 - eps_x) * onehot + eps_x / K
+    ils2:  y_t = 1 - epsilon;  y_j = epsilon * q_j / (1 - q_t)  for j != t
+    ils:   ils2 with epsilon replaced by eps_x
+    ```
+
+    `teacher_logits` are the calibrated teacher's (raw logits / T*): see the
+    module docstring for how `temperature` relates to the paper's `T`.
+
+    Args:
+        labels: integer class indices, `[batch]` (or `[batch, 1]`).
+        teacher_logits: `[batch, K]` calibrated teacher logits; required for
+            `"ils1"`, `"ils2"` and `"ils"`.
+        method: one of `"none"`, `"ls"`, `"ils1"`, `"ils2"`, `"ils"`.
+        epsilon: smoothing mass of `"ls"` and `"ils2"`, in `[0, 1)`.
+            Defaults to `0.1`.
+        p1: ILS1's `P1`, in `(0, 1]`. Defaults to `0.9`.
+        p2: ILS1's `P2`, `>= 0`. Defaults to `1.0`.
+        temperature: ILS2's temperature on the calibrated logits, `> 0`.
+            Defaults to `1.0`.
+        max_epsilon: clip of ILS1's `eps_x`, in `[0, 1)`. Defaults to `0.2`.
+        family: ILS1's curve, `"quadratic"` or `"sinusoidal"`.
+            Defaults to `"quadratic"`.
+        num_classes: `K`; needed only when `teacher_logits` is `None`.
+
+    Returns:
+        `[batch, K]` targets, each row summing to 1: float64 when the teacher
+        logits are float64, float32 otherwise.
+
+    Example:
+
+    >>> import numpy as np
+    >>> y = ils_targets([0], np.log([[0.7, 0.2, 0.1]]), method="ils2", epsilon=0.1)
+    >>> np.round(keras.ops.convert_to_numpy(y), 4).tolist()
+    [[0.9, 0.0667, 0.0333]]
+    >>> y = ils_targets([1], num_classes=3, method="ls", epsilon=0.3)
+    >>> np.round(keras.ops.convert_to_numpy(y), 4).tolist()
+    [[0.1, 0.8, 0.1]]
+
+    References:
+        Maher & Kull (2021), §4 (Eqs. 3-4).
+    """
+    if teacher_logits is not None:
+        teacher_logits = ops.convert_to_tensor(teacher_logits)
+        k = teacher_logits.shape[-1]
+        if num_classes is not None and k is not None and k != num_classes:
+            raise ValueError(
+                "The teacher's class count must equal `num_classes`. Received: "
+                f"teacher_logits with {k} classes, num_classes={num_classes}."
+            )
+        num_classes = k
+    if num_classes is None:
+        raise ValueError("Argument `num_classes` is required when `teacher_logits` is None.")
+    return targets_from_one_hot(
+        _one_hot_labels(labels, num_classes),
+        teacher_logits,
+        method=method,
+        epsilon=epsilon,
+        p1=p1,
+        p2=p2,
+        temperature=temperature,
+        max_epsilon=max_epsilon,
+        family=family,
+    )
+
+
+def teacher_targets(labels, teacher_logits):
+    """Packs labels and calibrated teacher logits into the package's `y_true` layout.
+
+    The result is what `ILSLoss` and the package's metrics read as "teacher
+    targets": `[batch, 2K]`, one-hot labels then the teacher's logits (see the
+    module docstring). Build it with this function only.
+
+    Args:
+        labels: integer class indices, `[batch]` (or `[batch, 1]`).
+        teacher_logits: `[batch, K]` calibrated teacher logits.
+
+    Returns:
+        A `[batch, 2K]` float32 tensor.
+
+    Example:
+
+    >>> import numpy as np
+    >>> y = teacher_targets([2], np.array([[0.5, -1.0, 3.0]]))
+    >>> keras.ops.convert_to_numpy(y)
+    array([[ 0. ,  0. ,  1. ,  0.5, -1. ,  3. ]], dtype=float32)
+    """
+    teacher_logits = ops.convert_to_tensor(teacher_logits)
+    if len(teacher_logits.shape) < 2 or teacher_logits.shape[-1] is None:
+        raise ValueError(
+            "Argument `teacher_logits` must have shape [batch, K] with a known K. "
+            f"Received shape: {teacher_logits.shape}"
+        )
+    one_hot = _one_hot_labels(labels, teacher_logits.shape[-1])
+    return ops.concatenate([one_hot, ops.cast(teacher_logits, "float32")], axis=-1)
+
+
+def check_labels_in_range(labels, num_classes):
+    """Raises when integer `labels` fall outside `[0, num_classes)`.
+
+    Eager values raise `ValueError`. Inside a TensorFlow graph (`model.fit`)
+    the check is a `tf.debugging` assertion carrying the same message.
+    """
+    message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            tf.debugging.assert_non_negative(labels, message=message)
+            tf.debugging.assert_less(labels, ops.cast(num_classes, labels.dtype), message=message)
+            return
+    try:
+        values = ops.convert_to_numpy(labels)
+    except Exception:  # a traced value on another backend: nothing to check
+        return
+    if values.size and (values.min() < 0 or values.max() >= num_classes):
+        bad = values[(values < 0) | (values >= num_classes)]
+        raise ValueError(f"{message} Received: labels containing {bad.ravel()[:5].tolist()}")
+
+
+def y_true_kind(y_true, num_classes, y_pred_rank=None):
+    """Which of the three accepted `y_true` forms this is: "sparse", "dense" or "teacher".
+
+    Decided from static shapes: `[batch]`/`[batch, 1]` sparse labels,
+    `[batch, K]` one-hot or soft targets, `[batch, 2K]` the teacher layout.
+    """
+    if num_classes is None or num_classes < 2:
+        raise ValueError(
+            "The model's output must have a known number of classes K >= 2 in its "
+            f"last axis. Received K={num_classes}"
+        )
+    rank = len(y_true.shape)
+    if y_pred_rank is not None and rank == y_pred_rank - 1:
+        return "sparse"
+    last = y_true.shape[-1] if rank else None
+    if rank == 0 or last == 1:
+        return "sparse"
+    if last == num_classes:
+        return "dense"
+    if last == 2 * num_classes:
+        return "teacher"
+    raise ValueError(
+        f"Cannot read `y_true` of shape {tuple(y_true.shape)} for a {num_classes}-class "
+        f"output. Expected sparse labels [batch] or [batch, 1], one-hot/soft targets "
+        f"[batch, {num_classes}], or teacher targets [batch, {2 * num_classes}] built by "
+        "`keras_ils.teacher_targets` (a teacher with another class count gives this error too)."
+    )
+
+
+def split_teacher_targets(y_true, num_classes):
+    """The one reader of the teacher layout: `(one_hot [..., K], teacher_logits [..., K])`."""
+    return y_true[..., :num_classes], y_true[..., num_classes:]
+
+
+def hard_labels(y_true, num_classes, y_pred_rank=None):
+    """Integer true classes from any accepted `y_true` form (soft targets: their argmax)."""
+    y_true = ops.convert_to_tensor(y_true)
+    kind = y_true_kind(y_true, num_classes, y_pred_rank)
+    if kind == "sparse":
+        labels = y_true
+        if len(labels.shape) and labels.shape[-1] == 1 and (y_pred_rank is None or len(labels.shape) == y_pred_rank):
+            labels = ops.squeeze(labels, axis=-1)
+        labels = ops.cast(labels, "int32")
+        check_labels_in_range(labels, num_classes)
+        return labels
+    if kind == "teacher":
+        y_true, _ = split_teacher_targets(y_true, num_classes)
+    return ops.cast(ops.argmax(y_true, axis=-1), "int32")
+
+
+__all__ = [
+    "FAMILIES",
+    "METHODS",
+    "check_labels_in_range",
+    "hard_labels",
+    "ils_targets",
+    "smoothing_factor",
+    "split_teacher_targets",
+    "targets_from_one_hot",
+    "teacher_targets",
+    "validate_hyperparameters",
+    "y_true_kind",
+]
