@@ -131,6 +131,6 @@ class ILSLoss(keras.losses.Loss):
             max_epsilon=self.max_epsilon,
             family=self.family,
             from_logits=self.from_logits,
-            dtype=self.dtype_policy.name,
+            dtype=self._dtype_policy.name,
         )
         return config

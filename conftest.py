@@ -1,0 +1,27 @@
+"""Test set-up: quiet TensorFlow, and two logical CPU devices for tf.distribute tests."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+)
+
+
+@pytest.fixture(autouse=True)
+def _doctest_namespace(doctest_namespace):
+    import keras
+
+    doctest_namespace["np"] = np
+    doctest_namespace["keras"] = keras
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,196 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+import reference
+import keras_ils
+from keras_ils import ILSLoss, teacher_targets
+
+METHODS = ["none", "ls", "ils1", "ils2", "ils"]
+HP = dict(epsilon=0.15, p1=0.85, p2=1.5, temperature=2.0)
+
+
+def _np(x):
+    return ops.convert_to_numpy(x)
+
+
+@pytest.fixture
+def batch(rng):
+    n, k = 32, 5
+    labels = rng.integers(0, k, n)
+    return labels, 3 * rng.normal(size=(n, k)), rng.normal(size=(n, k))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_teacher_targets_give_cross_entropy_against_reference_targets(batch, method):
+    labels, teacher, student = batch
+    loss = ILSLoss(method=method, **HP, reduction=None)
+    got = _np(loss(teacher_targets(labels, teacher), student))
+    want = reference.cross_entropy(reference.ils_targets(labels, teacher, method, **HP), student)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_sparse_labels_with_ls_match_keras_label_smoothing(batch, eps):
+    labels, _, student = batch
+    keras_loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=eps)
+    want = _np(keras_loss(np.eye(5)[labels], student))
+    for y in (labels, labels[:, None]):
+        np.testing.assert_allclose(_np(ILSLoss(method="ls", epsilon=eps)(y, student)), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["none", "ils1", "ils2", "ils"])
+def test_sparse_labels_give_plain_cross_entropy(batch, method):
+    labels, _, student = batch
+    want = _np(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, student))
+    np.testing.assert_allclose(_np(ILSLoss(method=method)(labels, student)), want, rtol=1e-6)
+
+
+def test_soft_targets_are_used_as_given(batch, rng):
+    _, _, student = batch
+    soft = rng.dirichlet(np.ones(5), size=len(student))
+    want = _np(keras.losses.CategoricalCrossentropy(from_logits=True)(soft, student))
+    np.testing.assert_allclose(_np(ILSLoss(method="ils")(soft, student)), want, rtol=1e-6)
+
+
+def test_probabilities_input(batch):
+    labels, teacher, student = batch
+    y = teacher_targets(labels, teacher)
+    from_logits = _np(ILSLoss(method="ils", **HP)(y, student))
+    probs = _np(ops.softmax(student))
+    np.testing.assert_allclose(_np(ILSLoss(method="ils", **HP, from_logits=False)(y, probs)), from_logits, rtol=1e-5)
+
+
+class TestReductionAndWeights:
+    def test_weighted(self, batch, rng):
+        labels, teacher, student = batch
+        y = teacher_targets(labels, teacher)
+        w = rng.random(len(labels))
+        per_example = reference.cross_entropy(reference.ils_targets(labels, teacher, "ils", **HP), student)
+        got = _np(ILSLoss(method="ils", **HP)(y, student, sample_weight=w))
+        np.testing.assert_allclose(got, (per_example * w).sum() / len(w), rtol=1e-5)
+
+    def test_zero_weights(self, batch):
+        labels, teacher, student = batch
+        got = _np(ILSLoss(method="ils")(teacher_targets(labels, teacher), student, sample_weight=np.zeros(len(labels))))
+        assert got == 0.0
+
+    def test_sum(self, batch):
+        labels, teacher, student = batch
+        y = teacher_targets(labels, teacher)
+        per_example = _np(ILSLoss(method="ils2", reduction=None)(y, student))
+        assert per_example.shape == (len(labels),)
+        np.testing.assert_allclose(_np(ILSLoss(method="ils2", reduction="sum")(y, student)), per_example.sum(), rtol=1e-6)
+
+
+class TestPrecision:
+    @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+    def test_half_precision_loss_is_close_and_finite(self, batch, dtype):
+        labels, teacher, student = batch
+        y = teacher_targets(labels, teacher)
+        full = _np(ILSLoss(method="ils", **HP)(y, student))
+        half = ILSLoss(method="ils", **HP, dtype=dtype)(y, student)
+        assert keras.backend.standardize_dtype(half.dtype) == dtype
+        np.testing.assert_allclose(float(_np(ops.cast(half, "float32"))), full, rtol=2e-2)
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_gradients_finite_with_huge_logits(self, method):
+        labels = np.array([0, 1, 2, 2])
+        teacher = np.array([[1e4, 0, 0], [0, 1e4, -1e4], [-1e4, 1e4, 0], [0.0, 0.0, 0.0]])
+        student = tf.Variable([[1e4, -1e4, 0], [0, 0, 1e4], [-1e4, 1e4, 0], [0.0, 1.0, 2.0]])
+        with tf.GradientTape() as tape:
+            value = ILSLoss(method=method, p1=0.8, p2=2.0)(teacher_targets(labels, teacher), student)
+        grad = tape.gradient(value, student)
+        assert np.isfinite(_np(value)) and np.isfinite(_np(grad)).all()
+
+
+class TestInTraining:
+    def _data(self, rng, n=64):
+        x = rng.normal(size=(n, 4)).astype("float32")
+        labels = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 0.5).astype("int32")
+        teacher = 2.0 * rng.normal(size=(n, 3)).astype("float32")
+        return x, labels, teacher_targets(labels, teacher)
+
+    def _model(self):
+        keras.utils.set_random_seed(0)
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+
+    @pytest.mark.parametrize("jit_compile", [False, True])
+    def test_fit_and_validate_on_hard_labels(self, rng, jit_compile):
+        x, labels, y = self._data(rng)
+        model = self._model()
+        model.compile(optimizer="adam", loss=ILSLoss(method="ils", p1=0.8, p2=2.0), jit_compile=jit_compile)
+        history = model.fit(x, y, validation_data=(x, labels), epochs=2, batch_size=16, verbose=0)
+        assert np.isfinite(history.history["loss"]).all()
+        want = _np(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, model.predict(x, verbose=0)))
+        np.testing.assert_allclose(history.history["val_loss"][-1], want, rtol=1e-4)
+
+    @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+    def test_mixed_precision_gives_the_same_loss(self, rng, policy):
+        x, labels, y = self._data(rng)
+        model = self._model()
+        model.compile(loss=ILSLoss(method="ils", p1=0.8, p2=2.0))
+        full = model.evaluate(x, y, verbose=0)
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            mixed = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+            mixed.set_weights(model.get_weights())
+            mixed.compile(loss=ILSLoss(method="ils", p1=0.8, p2=2.0), jit_compile=True)
+            got = mixed.evaluate(x, y, verbose=0)
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+        np.testing.assert_allclose(got, full, rtol=2e-2)
+
+    def test_out_of_range_sparse_labels_fail_in_graph_mode(self, rng):
+        x, labels, _ = self._data(rng)
+        model = self._model()
+        model.compile(loss=ILSLoss(method="ls"), jit_compile=False)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Invalid value for argument `labels`"):
+            model.fit(x, labels + 3, epochs=1, verbose=0)
+
+    def test_teacher_class_count_mismatch(self, rng):
+        x, labels, _ = self._data(rng)
+        wrong = teacher_targets(labels, rng.normal(size=(len(labels), 4)))
+        model = self._model()
+        model.compile(loss=ILSLoss())
+        with pytest.raises(ValueError, match="Cannot read `y_true`"):
+            model.fit(x, wrong, epochs=1, verbose=0)
+
+
+class TestSerialization:
+    def test_config_round_trip(self):
+        loss = ILSLoss(method="ils2", epsilon=0.05, temperature=4.0, family="sinusoidal", from_logits=False, name="x")
+        config = loss.get_config()
+        assert ILSLoss.from_config(config).get_config() == config
+        restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(loss))
+        assert isinstance(restored, ILSLoss) and restored.get_config() == config
+
+    def test_keras_file_round_trip(self, tmp_path, rng):
+        x = rng.normal(size=(16, 4)).astype("float32")
+        labels = rng.integers(0, 3, 16)
+        y = teacher_targets(labels, rng.normal(size=(16, 3)))
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        model.compile(optimizer="sgd", loss=ILSLoss(method="ils", p1=0.8, p2=2.0))
+        model.fit(x, y, epochs=1, verbose=0)
+        path = tmp_path / "m.keras"
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+        assert isinstance(loaded.loss, ILSLoss) and loaded.loss.get_config() == model.loss.get_config()
+        np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-6)
+        np.testing.assert_allclose(loaded.evaluate(x, y, verbose=0), model.evaluate(x, y, verbose=0), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [(dict(p1=0.0), "p1"), (dict(p2=-1), "p2"), (dict(epsilon=1.0), "epsilon"), (dict(temperature=0), "temperature"),
+     (dict(method="bogus"), "method")],
+)
+def test_bad_arguments_fail_at_construction(kwargs, name):
+    with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
+        ILSLoss(**kwargs)
+
+
+def test_exported_at_top_level():
+    assert keras_ils.ILSLoss is ILSLoss
