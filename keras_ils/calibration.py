@@ -186,6 +186,7 @@ def calibrate(model: keras.Model, validation_data, *, from_logits: bool = True) 
     logits = outputs if from_logits else np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
     temperature = fit_temperature(logits, y)
     scaling = TemperatureScaling(temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
+    scaling.build(outputs.shape)
     name = f"{model.name}_calibrated"
     try:
         model_inputs = model.inputs
