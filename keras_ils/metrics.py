@@ -17,7 +17,8 @@ one-hot/soft targets (read as their argmax) and teacher targets built by
 |--------------------------------------|------------------------------------------------------|
 | `ExpectedCalibrationError`           | confidence-ECE, paper Eq. 1                          |
 | `ClasswiseExpectedCalibrationError`  | classwise-ECE, paper Eq. 2 (Kull et al. 2019)        |
-| `ClassConditionalECE`                | the authors' code's "cwECE": mean over true classes of the top-label ECE of that class's points; reproduces the paper's printed cwECE columns |
+| `ClassConditionalECE`                | the paper's printed "cwECE" (authors' code): mean   |
+|                                      | over true classes of that class's top-label ECE      |
 | `MaximumCalibrationError`            | largest |accuracy - confidence| over non-empty bins |
 | `NegativeLogLikelihood`              | mean -log p_t                                        |
 | `BrierScore`                         | mean sum_j (p_j - y_j)^2                             |

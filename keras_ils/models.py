@@ -5,7 +5,9 @@ from __future__ import annotations
 import keras
 
 
-def mlp(num_classes: int, input_shape: tuple, hidden_layers: int = 5, units: int = 64, name: str = "mlp") -> keras.Model:
+def mlp(
+    num_classes: int, input_shape: tuple, hidden_layers: int = 5, units: int = 64, name: str = "mlp"
+) -> keras.Model:
     """The paper's synthetic-task network: `hidden_layers` ReLU layers of `units`, logits out.
 
     Example:
@@ -18,7 +20,9 @@ def mlp(num_classes: int, input_shape: tuple, hidden_layers: int = 5, units: int
         Maher & Kull (2021), §3 (5 hidden layers of 64 ReLU units).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(f"Invalid value for argument `num_classes`. Expected an int >= 2. Received: num_classes={num_classes!r}")
+        raise ValueError(
+            f"Invalid value for argument `num_classes`. Expected an int >= 2. Received: num_classes={num_classes!r}"
+        )
     layers = [keras.Input(shape=tuple(input_shape))]
     layers += [keras.layers.Dense(units, activation="relu") for _ in range(hidden_layers)]
     layers.append(keras.layers.Dense(num_classes, name="logits"))

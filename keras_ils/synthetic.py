@@ -21,9 +21,7 @@ import numpy as np
 NUM_CLASSES = 3
 DENSE_WEIGHT = 0.8
 # [class, (dense, sparse), feature]
-COMPONENT_MEANS = np.array(
-    [[[-4.0, 1.0], [2.0, 1.0]], [[-4.0, -1.0], [2.0, -1.0]], [[-1.0, 0.0], [5.0, 0.0]]]
-)
+COMPONENT_MEANS = np.array([[[-4.0, 1.0], [2.0, 1.0]], [[-4.0, -1.0], [2.0, -1.0]], [[-1.0, 0.0], [5.0, 0.0]]])
 
 
 class SyntheticData(NamedTuple):

@@ -39,23 +39,17 @@ from keras import ops
 METHODS = ("none", "ls", "ils1", "ils2", "ils")
 FAMILIES = ("quadratic", "sinusoidal")
 
-_DEFAULTS = dict(
-    epsilon=0.1, p1=0.9, p2=1.0, temperature=1.0, max_epsilon=0.2, family="quadratic"
-)
+_DEFAULTS = dict(epsilon=0.1, p1=0.9, p2=1.0, temperature=1.0, max_epsilon=0.2, family="quadratic")
 
 
 def _invalid(name, expected, value):
-    return ValueError(
-        f"Invalid value for argument `{name}`. Expected {expected}. "
-        f"Received: {name}={value!r}"
-    )
+    return ValueError(f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}")
 
 
 def _real(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"Argument `{name}` must be a Python number. "
-            f"Received: {name}={value!r} of type {type(value).__name__}"
+            f"Argument `{name}` must be a Python number. Received: {name}={value!r} of type {type(value).__name__}"
         )
     value = float(value)
     if not math.isfinite(value):
@@ -212,8 +206,7 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
 
     if teacher_logits is None:
         raise ValueError(
-            f"Argument `teacher_logits` is required for method={method!r}; "
-            "only 'none' and 'ls' work without a teacher."
+            f"Argument `teacher_logits` is required for method={method!r}; only 'none' and 'ls' work without a teacher."
         )
     logits = ops.stop_gradient(ops.cast(ops.convert_to_tensor(teacher_logits), dtype))
     if logits.shape[-1] is not None and num_classes is not None and logits.shape[-1] != num_classes:
@@ -393,8 +386,7 @@ def y_true_kind(y_true, num_classes, y_pred_rank=None):
     """
     if num_classes is None or num_classes < 2:
         raise ValueError(
-            "The model's output must have a known number of classes K >= 2 in its "
-            f"last axis. Received K={num_classes}"
+            f"The model's output must have a known number of classes K >= 2 in its last axis. Received K={num_classes}"
         )
     rank = len(y_true.shape)
     if y_pred_rank is not None and rank == y_pred_rank - 1:

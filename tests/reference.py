@@ -13,8 +13,18 @@ def softmax(z):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def ils_targets(labels, teacher_logits, method, epsilon=0.1, p1=0.9, p2=1.0, temperature=1.0,
-                max_epsilon=0.2, family="quadratic", num_classes=None):
+def ils_targets(
+    labels,
+    teacher_logits,
+    method,
+    epsilon=0.1,
+    p1=0.9,
+    p2=1.0,
+    temperature=1.0,
+    max_epsilon=0.2,
+    family="quadratic",
+    num_classes=None,
+):
     labels = np.asarray(labels)
     k = num_classes if teacher_logits is None else np.shape(teacher_logits)[-1]
     onehot = np.eye(k)[labels]

@@ -23,8 +23,9 @@ class TestFitTemperature:
     @pytest.mark.parametrize("scale", [0.3, 1.0, 3.0, 10.0])
     def test_matches_scipy_optimum(self, rng, scale):
         labels, logits = _overconfident(rng, scale=scale)
-        want = minimize_scalar(_nll, bounds=(0.01, 100), args=(logits, labels), method="bounded",
-                               options={"xatol": 1e-10}).x
+        want = minimize_scalar(
+            _nll, bounds=(0.01, 100), args=(logits, labels), method="bounded", options={"xatol": 1e-10}
+        ).x
         got = fit_temperature(logits, labels)
         assert abs(got - want) / want < 1e-3
         assert _nll(got, logits, labels) <= _nll(want, logits, labels) + 1e-9
@@ -69,8 +70,9 @@ class TestTemperatureScalingLayer:
         labels, logits = _overconfident(rng, n=2000, k=3)
         layer = TemperatureScaling(1.0)
         model = keras.Sequential([keras.Input((3,)), layer])
-        model.compile(optimizer=keras.optimizers.Adam(0.05),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.compile(
+            optimizer=keras.optimizers.Adam(0.05), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
         model.fit(logits.astype("float32"), labels, epochs=300, batch_size=2000, verbose=0)
         assert float(layer.temperature.numpy()) == pytest.approx(fit_temperature(logits, labels), rel=0.02)
 
@@ -88,8 +90,9 @@ class TestTemperatureScalingLayer:
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3), layer])
         x = rng.normal(size=(5, 3)).astype("float32")
         model.save(tmp_path / "m.keras")
-        np.testing.assert_allclose(keras.saving.load_model(tmp_path / "m.keras").predict(x, verbose=0),
-                                   model.predict(x, verbose=0), rtol=1e-6)
+        np.testing.assert_allclose(
+            keras.saving.load_model(tmp_path / "m.keras").predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-6
+        )
 
     @pytest.mark.parametrize("temperature", [0, -1.0, "2"])
     def test_bad_temperature(self, temperature):

@@ -4,9 +4,10 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-import reference
 import keras_ils
 from keras_ils import ILSLoss, teacher_targets
+
+import reference
 
 METHODS = ["none", "ls", "ils1", "ils2", "ils"]
 HP = dict(epsilon=0.15, p1=0.85, p2=1.5, temperature=2.0)
@@ -82,7 +83,9 @@ class TestReductionAndWeights:
         y = teacher_targets(labels, teacher)
         per_example = _np(ILSLoss(method="ils2", reduction=None)(y, student))
         assert per_example.shape == (len(labels),)
-        np.testing.assert_allclose(_np(ILSLoss(method="ils2", reduction="sum")(y, student)), per_example.sum(), rtol=1e-6)
+        np.testing.assert_allclose(
+            _np(ILSLoss(method="ils2", reduction="sum")(y, student)), per_example.sum(), rtol=1e-6
+        )
 
 
 class TestPrecision:
@@ -135,7 +138,9 @@ class TestInTraining:
         full = model.evaluate(x, y, verbose=0)
         keras.mixed_precision.set_global_policy(policy)
         try:
-            mixed = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+            mixed = keras.Sequential(
+                [keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)]
+            )
             mixed.set_weights(model.get_weights())
             mixed.compile(loss=ILSLoss(method="ils", p1=0.8, p2=2.0), jit_compile=True)
             got = mixed.evaluate(x, y, verbose=0)
@@ -184,8 +189,13 @@ class TestSerialization:
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [(dict(p1=0.0), "p1"), (dict(p2=-1), "p2"), (dict(epsilon=1.0), "epsilon"), (dict(temperature=0), "temperature"),
-     (dict(method="bogus"), "method")],
+    [
+        (dict(p1=0.0), "p1"),
+        (dict(p2=-1), "p2"),
+        (dict(epsilon=1.0), "epsilon"),
+        (dict(temperature=0), "temperature"),
+        (dict(method="bogus"), "method"),
+    ],
 )
 def test_bad_arguments_fail_at_construction(kwargs, name):
     with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):

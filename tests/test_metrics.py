@@ -4,8 +4,9 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-import reference
 from keras_ils import metrics, teacher_targets
+
+import reference
 
 K = 4
 
@@ -74,7 +75,9 @@ def test_bin_counts(rng, n_bins):
     for name in ("ece", "cwece", "class_conditional_ece"):
         metric = _metric(name, n_bins=n_bins)
         metric.update_state(labels, probs)
-        np.testing.assert_allclose(float(metric.result()), _reference(name, probs, labels, n_bins), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(
+            float(metric.result()), _reference(name, probs, labels, n_bins), rtol=1e-4, atol=1e-6
+        )
 
 
 def test_bin_edges_follow_the_paper():
@@ -126,8 +129,10 @@ def test_mirrored_strategy_two_devices_equals_reference(rng):
     strategy = tf.distribute.MirroredStrategy([d.name for d in devices[:2]])
     with strategy.scope():
         model = keras.Sequential([keras.Input((K,)), keras.layers.Identity()])
-        model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=[_metric(n, from_logits=True) for n in NAMES])
+        model.compile(
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[_metric(n, from_logits=True) for n in NAMES],
+        )
     ds = tf.data.Dataset.from_tensor_slices((logits, labels)).batch(32)
     got = model.evaluate(ds, verbose=0, return_dict=True)
     probs64 = reference.softmax(logits)

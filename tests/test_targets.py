@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 from keras import ops
 
-import reference
 from keras_ils import targets
 from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
+
+import reference
 
 METHODS = ["none", "ls", "ils1", "ils2", "ils"]
 
