@@ -98,6 +98,18 @@ class TestPrecision:
         assert keras.backend.standardize_dtype(half.dtype) == dtype
         np.testing.assert_allclose(float(_np(ops.cast(half, "float32"))), full, rtol=2e-2)
 
+    @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+    @pytest.mark.parametrize("method", METHODS)
+    def test_half_precision_gradients_finite(self, method, dtype):
+        labels = np.array([0, 1, 2])
+        teacher = ops.cast([[1e4, 0, 0], [0, 1e4, -1e4], [3.0, 1.0, 0.0]], dtype)
+        student = tf.Variable(ops.cast([[1e4, -1e4, 0], [0, 0, 6e4], [1.0, 2.0, 3.0]], dtype))
+        with tf.GradientTape() as tape:
+            value = ILSLoss(method=method, p1=0.8, p2=2.0, dtype=dtype)(teacher_targets(labels, teacher), student)
+        grad = tape.gradient(value, student)
+        assert np.isfinite(_np(ops.cast(value, "float32")))
+        assert np.isfinite(_np(ops.cast(grad, "float32"))).all()
+
     @pytest.mark.parametrize("method", METHODS)
     def test_gradients_finite_with_huge_logits(self, method):
         labels = np.array([0, 1, 2, 2])
