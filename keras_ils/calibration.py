@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils import targets as _targets
+from keras_ils.data import predict_with_labels
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -134,29 +135,6 @@ def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)
         else:
             log_beta_low = middle
     return float(np.exp(-0.5 * (log_beta_low + log_beta_high)))
-
-
-def predict_with_labels(model, data, batch_size: int = 256):
-    """Runs `model` over `(x, y)` data once and returns `(outputs, y)` as numpy, paired.
-
-    `data` is a `tf.data.Dataset` of batched `(x, y)` pairs or a tuple
-    `(x, y)` of arrays. The outputs and `y` come from the same pass, so a
-    shuffling dataset can never mis-pair them.
-    """
-    if isinstance(data, (tuple, list)):
-        if len(data) != 2:
-            raise ValueError("Argument `data` must be (x, y) or a dataset of (x, y) batches.")
-        x, y = data
-        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), np.asarray(y)
-    outputs, ys = [], []
-    for batch in data:
-        if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-            raise ValueError("Argument `data` must yield (x, y) batches; it yielded no labels.")
-        outputs.append(ops.convert_to_numpy(model.predict_on_batch(batch[0])))
-        ys.append(ops.convert_to_numpy(batch[1]))
-    if not outputs:
-        raise ValueError("Argument `data` is empty.")
-    return np.concatenate(outputs), np.concatenate(ys)
 
 
 def calibrate(model: keras.Model, validation_data, *, from_logits: bool = True) -> keras.Model:

@@ -1,0 +1,171 @@
+"""`tf.data` integration: read `(x, y)` or tfds dicts, attach teacher targets, hard labels.
+
+The maps here never call a Keras model (that would run on the CPU inside
+`tf.data`): teacher logits are computed beforehand in one batched pass
+(`keras_ils.teacher.compute_teacher_logits`) and attached by position.
+
+Order of a training pipeline::
+
+    source (unbatched, fixed order) -> with_teacher_targets -> cache -> shuffle -> augment -> batch -> prefetch
+
+Attaching before shuffling is what guarantees that every example keeps its
+own teacher row: the row travels inside the element from then on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from keras_ils import targets as _targets
+
+
+def as_pairs(dataset: tf.data.Dataset, image_key: str = "image", label_key: str = "label") -> tf.data.Dataset:
+    """Maps tfds dicts `{"image", "label"}` to `(x, y)` tuples; `(x, y)` datasets pass through.
+
+    Raises:
+        ValueError: when the elements carry no labels.
+
+    Example:
+
+    >>> ds = tf.data.Dataset.from_tensor_slices({"image": np.zeros((2, 3)), "label": [0, 1]})
+    >>> [int(y) for _, y in as_pairs(ds)]
+    [0, 1]
+    """
+    spec = dataset.element_spec
+    if isinstance(spec, dict):
+        if image_key not in spec or label_key not in spec:
+            raise ValueError(
+                f"The dataset yields dicts with keys {sorted(spec)}; expected `{image_key}` and `{label_key}` "
+                "(set `image_key`/`label_key`). A dataset without labels cannot be used here."
+            )
+        return dataset.map(lambda element: (element[image_key], element[label_key]))
+    if isinstance(spec, tuple) and len(spec) >= 2:
+        return dataset if len(spec) == 2 else dataset.map(lambda x, y, *_: (x, y))
+    raise ValueError(
+        "The dataset must yield (x, y) pairs or tfds dicts with an image and a label; "
+        f"it yields {spec}. A dataset without labels cannot be used here."
+    )
+
+
+def _check_range(labels, num_classes):
+    message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
+    return [
+        tf.debugging.assert_non_negative(labels, message=message),
+        tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype), message=message),
+    ]
+
+
+def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf.data.Dataset:
+    """Attaches a teacher row to every example: `(x, y)` becomes `(x, teacher_targets(y, row))`.
+
+    Args:
+        dataset: UNBATCHED `(x, y)` or tfds-dict dataset, in the order the
+            teacher logits were computed (shuffle after this map, not before).
+        teacher_logits: a `keras_ils.teacher.TeacherLogits` (its stored labels
+            are checked against the dataset's, example by example, so a
+            re-ordered source fails loudly) or a `[N, K]` array.
+        **keys: `image_key`/`label_key` for tfds dicts.
+
+    Returns:
+        A dataset of `(x, y_teacher)` with `y_teacher` of shape `[2K]`.
+
+    Example:
+
+    >>> ds = tf.data.Dataset.from_tensor_slices((np.zeros((2, 1)), [1, 0]))
+    >>> out = with_teacher_targets(ds, np.array([[0.0, 2.0], [1.0, -1.0]]))
+    >>> [y.numpy().tolist() for _, y in out]
+    [[0.0, 1.0, 0.0, 2.0], [1.0, 0.0, 1.0, -1.0]]
+    """
+    dataset = as_pairs(dataset, **keys)
+    if len(dataset.element_spec[1].shape) != 0:
+        raise ValueError(
+            f"`dataset` must be unbatched with scalar labels; its labels have shape {dataset.element_spec[1].shape}. "
+            "Attach teacher targets before `.batch()`."
+        )
+    logits = np.asarray(getattr(teacher_logits, "logits", teacher_logits), dtype=np.float32)
+    stored_labels = getattr(teacher_logits, "labels", None)
+    if logits.ndim != 2 or logits.shape[1] < 2:
+        raise ValueError(f"Argument `teacher_logits` must have shape [N, K >= 2]. Received shape: {logits.shape}")
+    count = int(dataset.cardinality())
+    if count >= 0 and count != len(logits):
+        raise ValueError(
+            f"The dataset has {count} examples but `teacher_logits` has {len(logits)} rows: "
+            "the teacher logits were computed on another dataset."
+        )
+    num_classes = logits.shape[1]
+    rows = tf.data.Dataset.from_tensor_slices(
+        (logits, np.asarray(stored_labels if stored_labels is not None else np.full(len(logits), -1), np.int64))
+    )
+
+    def attach(pair, row):
+        (x, y), (teacher_row, stored_label) = pair, row
+        y = tf.cast(y, tf.int64)
+        checks = _check_range(y, num_classes)
+        if stored_labels is not None:
+            checks.append(
+                tf.debugging.assert_equal(
+                    y,
+                    stored_label,
+                    message="An example's label differs from the label stored with its teacher row: the dataset's "
+                    "order changed since the teacher logits were computed (shuffle after attaching, not before).",
+                )
+            )
+        with tf.control_dependencies(checks):
+            return x, _targets.teacher_targets(y[None], teacher_row[None])[0]
+
+    return tf.data.Dataset.zip((dataset, rows)).map(attach, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, **keys) -> tf.data.Dataset:
+    """The validation/test twin of `with_teacher_targets`: `(x, int32 label)`.
+
+    The same model compiled with `ILSLoss` accepts these sparse labels, and
+    its loss on them is the cross-entropy against hard labels.
+
+    Args:
+        dataset: `(x, y)` or tfds-dict dataset, batched or not.
+        num_classes: when given, labels outside `[0, num_classes)` raise.
+        **keys: `image_key`/`label_key` for tfds dicts.
+
+    Example:
+
+    >>> ds = tf.data.Dataset.from_tensor_slices({"image": np.zeros((2, 3)), "label": [2, 0]})
+    >>> [int(y) for _, y in with_hard_labels(ds, num_classes=3)]
+    [2, 0]
+    """
+
+    def cast(x, y):
+        y = tf.cast(y, tf.int32)
+        if num_classes is None:
+            return x, y
+        with tf.control_dependencies(_check_range(y, num_classes)):
+            return x, tf.identity(y)
+
+    return as_pairs(dataset, **keys).map(cast, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def predict_with_labels(model, data, batch_size: int = 256):
+    """Runs `model` over `(x, y)` data once and returns `(outputs, y)` as numpy, paired.
+
+    `data` is a `tf.data.Dataset` of batched `(x, y)` pairs (or tfds dicts),
+    or a tuple `(x, y)` of arrays. Outputs and `y` come from the same pass, so
+    a shuffling dataset can never mis-pair them.
+    """
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2:
+            raise ValueError("Argument `data` must be (x, y) or a dataset of (x, y) batches.")
+        x, y = data
+        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), np.asarray(y)
+    if not isinstance(data, tf.data.Dataset):
+        raise TypeError(f"Argument `data` must be a tf.data.Dataset or a tuple (x, y). Received: {type(data).__name__}")
+    data = as_pairs(data)
+    if len(data.element_spec[1].shape) == 0:
+        data = data.batch(batch_size)
+    outputs, ys = [], []
+    for x, y in data:
+        outputs.append(np.asarray(model.predict_on_batch(x)))
+        ys.append(y.numpy())
+    if not outputs:
+        raise ValueError("Argument `data` is empty.")
+    return np.concatenate(outputs), np.concatenate(ys)

@@ -1,0 +1,237 @@
+"""The teacher's side: logits computed once (with a disk cache), or the teacher online.
+
+Cached path (the default): `compute_teacher_logits` runs the calibrated
+teacher over the training set in one batched pass; `keras_ils.data.with_teacher_targets`
+attaches the rows to the examples. Every student (every tuner trial) shares them.
+
+Online path: `OnlineTeacher` wraps a student; the teacher runs inside each
+training step on the very batch the student sees, so augmentation applied in
+the input pipeline reaches both. It costs a teacher forward pass per step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from typing import NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from keras_ils import targets as _targets
+from keras_ils.data import as_pairs, predict_with_labels
+
+CACHE_FORMAT = 1
+
+
+class StaleCacheError(ValueError):
+    """A teacher-logits cache that belongs to another dataset or teacher."""
+
+
+class TeacherLogits(NamedTuple):
+    """Calibrated teacher logits `[N, K]` with the labels `[N]` they were computed beside."""
+
+    logits: np.ndarray
+    labels: np.ndarray
+    fingerprint: dict
+
+
+def teacher_fingerprint(teacher: keras.Model, temperature: float = 1.0) -> str:
+    """sha256 of the teacher's weights and the temperature dividing its logits."""
+    digest = hashlib.sha256(repr(float(temperature)).encode())
+    for weight in teacher.weights:
+        digest.update(np.ascontiguousarray(ops.convert_to_numpy(weight)).tobytes())
+    return digest.hexdigest()
+
+
+def _fingerprint(labels, num_classes, teacher_hash):
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    return {
+        "format": CACHE_FORMAT,
+        "count": int(len(labels)),
+        "num_classes": int(num_classes),
+        "labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest(),
+        "teacher_sha256": teacher_hash,
+    }
+
+
+def _labels_of(dataset, batch_size):
+    return np.concatenate([y.numpy() for _, y in dataset.batch(batch_size)]).astype(np.int64)
+
+
+def _load(path, expected):
+    with np.load(path, allow_pickle=False) as stored:
+        found = json.loads(str(stored["fingerprint"]))
+        if found != expected:
+            differing = sorted(k for k in expected if found.get(k) != expected[k])
+            raise StaleCacheError(
+                f"The teacher-logits cache {path} was computed for another dataset or teacher "
+                f"(differs in: {', '.join(differing)}). Delete it or choose another cache path."
+            )
+        return TeacherLogits(stored["logits"], stored["labels"], found)
+
+
+def _save_atomically(path, teacher_logits):
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".teacher-logits-", suffix=".npz.tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            np.savez(
+                file,
+                logits=teacher_logits.logits,
+                labels=teacher_logits.labels,
+                fingerprint=np.array(json.dumps(teacher_logits.fingerprint, sort_keys=True)),
+            )
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def compute_teacher_logits(
+    teacher: keras.Model,
+    dataset,
+    *,
+    temperature: float = 1.0,
+    batch_size: int = 256,
+    cache_path: str | None = None,
+    **keys,
+) -> TeacherLogits:
+    """The calibrated teacher's logits over a dataset, in one batched pass, optionally cached.
+
+    Args:
+        teacher: a Keras classifier returning logits; pass the calibrated one
+            (`keras_ils.calibrate`) or the raw one with `temperature=T*`.
+        dataset: UNBATCHED `(x, y)` or tfds-dict `tf.data.Dataset` in a fixed
+            order (the order `with_teacher_targets` will see), or `(x, y)` arrays.
+        temperature: the raw logits are divided by it. Defaults to `1.0`.
+        batch_size: batch size of the pass. Defaults to `256`.
+        cache_path: an `.npz` file. When it exists and its fingerprint (example
+            count, class count, sha256 of the labels in order, sha256 of the
+            teacher's weights and temperature) matches, it is loaded instead of
+            running the teacher; when it does not match, `StaleCacheError`.
+            Written atomically (temporary file + rename).
+        **keys: `image_key`/`label_key` for tfds dicts.
+
+    Returns:
+        `TeacherLogits(logits [N, K] float32, labels [N] int64, fingerprint)`.
+
+    Example:
+
+    >>> teacher = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    >>> ds = tf.data.Dataset.from_tensor_slices((np.ones((5, 2), "float32"), [0, 1, 2, 1, 0]))
+    >>> computed = compute_teacher_logits(teacher, ds, temperature=2.0)
+    >>> computed.logits.shape, computed.labels.tolist()
+    ((5, 3), [0, 1, 2, 1, 0])
+    """
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"Invalid value for argument `temperature`. Expected a float > 0. Received: {temperature!r}")
+    if isinstance(dataset, (tuple, list)):
+        dataset = tf.data.Dataset.from_tensor_slices(tuple(dataset))
+    dataset = as_pairs(dataset, **keys)
+    if len(dataset.element_spec[1].shape) != 0:
+        raise ValueError("Argument `dataset` must be unbatched, with scalar labels.")
+    teacher_hash = teacher_fingerprint(teacher, temperature)
+    num_classes = teacher.output_shape[-1] if hasattr(teacher, "output_shape") else None
+
+    if cache_path is not None and os.path.exists(cache_path):
+        labels = _labels_of(dataset, 4096)
+        if num_classes is None:  # a subclassed teacher: read K from the cache itself
+            with np.load(cache_path, allow_pickle=False) as stored:
+                num_classes = stored["logits"].shape[-1]
+        return _load(cache_path, _fingerprint(labels, num_classes, teacher_hash))
+
+    logits, labels = predict_with_labels(teacher, dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    if logits.ndim != 2 or logits.shape[1] < 2:
+        raise ValueError(f"The teacher must output logits [batch, K >= 2]. It output shape {logits.shape[1:]}.")
+    labels = labels.astype(np.int64)
+    _targets.check_labels_in_range(labels, logits.shape[1])
+    result = TeacherLogits(
+        (logits / temperature).astype(np.float32), labels, _fingerprint(labels, logits.shape[1], teacher_hash)
+    )
+    if cache_path is not None:
+        _save_atomically(cache_path, result)
+    return result
+
+
+@keras.saving.register_keras_serializable(package="keras_ils")
+class OnlineTeacher(keras.Model):
+    """A student whose teacher runs inside every training step, on the same batch.
+
+    During training, sparse labels `y` are replaced by
+    `keras_ils.teacher_targets(y, teacher(x) / teacher_temperature)` before the
+    compiled loss (an `ILSLoss`) sees them; evaluation keeps the hard labels,
+    so `val_loss` stays the cross-entropy against them. Without augmentation
+    the loss equals the cached path's. Augment in the input pipeline (or in a
+    preprocessing model applied before both): the teacher then scores exactly
+    the augmented image the student trains on.
+
+    Args:
+        student: the Keras model being trained (returns logits).
+        teacher: the trained teacher (returns logits); it is frozen.
+        teacher_temperature: `T*`; the teacher's logits are divided by it.
+            Use `1.0` for a teacher from `keras_ils.calibrate`. Defaults to `1.0`.
+
+    Example:
+
+    >>> import keras_ils
+    >>> student = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    >>> teacher = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    >>> model = OnlineTeacher(student, teacher, teacher_temperature=1.5)
+    >>> model.compile(optimizer="sgd", loss=keras_ils.ILSLoss(method="ils"))
+    >>> history = model.fit(np.ones((8, 2)), np.zeros(8, "int32"), epochs=1, verbose=0)
+    """
+
+    def __init__(self, student: keras.Model, teacher: keras.Model, teacher_temperature: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        if not (isinstance(teacher_temperature, (int, float)) and teacher_temperature > 0):
+            raise ValueError(
+                "Invalid value for argument `teacher_temperature`. Expected a float > 0. "
+                f"Received: teacher_temperature={teacher_temperature!r}"
+            )
+        student_k, teacher_k = student.output_shape[-1], teacher.output_shape[-1]
+        if student_k != teacher_k:
+            raise ValueError(
+                f"The teacher and the student must have the same number of classes. Received: teacher {teacher_k}, "
+                f"student {student_k}."
+            )
+        self.student = student
+        self.teacher = teacher
+        self.teacher.trainable = False
+        self.teacher_temperature = float(teacher_temperature)
+
+    def call(self, inputs, training=None):
+        return self.student(inputs, training=training)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if training and y is not None:
+            y = ops.convert_to_tensor(y)
+            num_classes = y_pred.shape[-1]
+            if _targets.y_true_kind(y, num_classes, len(y_pred.shape)) == "sparse":
+                teacher_logits = ops.stop_gradient(self.teacher(x, training=False)) / self.teacher_temperature
+                labels = _targets.hard_labels(y, num_classes, len(y_pred.shape))
+                y = _targets.teacher_targets(labels, teacher_logits)
+        return super().compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "student": keras.saving.serialize_keras_object(self.student),
+            "teacher": keras.saving.serialize_keras_object(self.teacher),
+            "teacher_temperature": self.teacher_temperature,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["student"] = keras.saving.deserialize_keras_object(config["student"])
+        config["teacher"] = keras.saving.deserialize_keras_object(config["teacher"])
+        return cls(**config)
