@@ -32,6 +32,20 @@ def scores(outputs, labels, *, from_logits: bool = True, num_bins: int = 15) -> 
     return {name: values[name] for name in COLUMNS}
 
 
+def evaluate_outputs(outputs, labels, *, from_logits: bool = True, groups: dict | None = None, num_bins: int = 15):
+    """`evaluate` for predictions already made: `{"all": {...}, group: {...}}` with counts."""
+    outputs, labels = np.asarray(outputs), np.asarray(labels)
+    result = {"all": {**scores(outputs, labels, from_logits=from_logits, num_bins=num_bins), "count": len(labels)}}
+    for name, mask in (groups or {}).items():
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (len(labels),):
+            raise ValueError(f"The mask of group {name!r} has shape {mask.shape}; expected ({len(labels)},).")
+        if mask.any():
+            group = scores(outputs[mask], labels[mask], from_logits=from_logits, num_bins=num_bins)
+            result[name] = {**group, "count": int(mask.sum())}
+    return result
+
+
 def evaluate(model, data, *, from_logits: bool = True, groups: dict | None = None, num_bins: int = 15) -> dict:
     """Scores `model` on `data`, overall and on each subgroup.
 
@@ -56,13 +70,4 @@ def evaluate(model, data, *, from_logits: bool = True, groups: dict | None = Non
     (0.5, 2)
     """
     outputs, labels = predict_with_labels(model, data)
-    labels = np.asarray(labels)
-    result = {"all": {**scores(outputs, labels, from_logits=from_logits, num_bins=num_bins), "count": len(labels)}}
-    for name, mask in (groups or {}).items():
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != (len(labels),):
-            raise ValueError(f"The mask of group {name!r} has shape {mask.shape}; expected ({len(labels)},).")
-        if mask.any():
-            group = scores(outputs[mask], labels[mask], from_logits=from_logits, num_bins=num_bins)
-            result[name] = {**group, "count": int(mask.sum())}
-    return result
+    return evaluate_outputs(outputs, labels, from_logits=from_logits, groups=groups, num_bins=num_bins)

@@ -27,3 +27,138 @@ def mlp(
     layers += [keras.layers.Dense(units, activation="relu") for _ in range(hidden_layers)]
     layers.append(keras.layers.Dense(num_classes, name="logits"))
     return keras.Sequential(layers, name=name)
+
+
+def _conv(filters, kernel, strides=1):
+    return keras.layers.Conv2D(
+        filters, kernel, strides=strides, padding="same", use_bias=False, kernel_initializer="he_normal"
+    )
+
+
+def _resnet_block(x, filters, strides):
+    shortcut = x
+    y = keras.layers.ReLU()(keras.layers.BatchNormalization()(_conv(filters, 3, strides)(x)))
+    y = keras.layers.BatchNormalization()(_conv(filters, 3)(y))
+    if strides != 1 or x.shape[-1] != filters:
+        shortcut = keras.layers.BatchNormalization()(_conv(filters, 1, strides)(x))
+    return keras.layers.ReLU()(keras.layers.Add()([y, shortcut]))
+
+
+def resnet(depth: int, num_classes: int, input_shape: tuple = (32, 32, 3), name: str | None = None) -> keras.Model:
+    """CIFAR-style ResNet of He et al. (2016): `depth = 6n + 2`, stages of 16/32/64 filters, logits out.
+
+    Shortcuts that change shape use a 1x1 convolution (option B).
+
+    Example:
+
+    >>> resnet(20, num_classes=10).count_params() > 270_000
+    True
+
+    References:
+        He et al. (2016), §4.2 (depths 20, 32, 44, 56, 110).
+    """
+    _check_classes(num_classes)
+    if (depth - 2) % 6 or depth < 8:
+        raise ValueError(
+            f"Invalid value for argument `depth`. Expected 6n + 2 (20, 32, 56, 110). Received: depth={depth}"
+        )
+    blocks = (depth - 2) // 6
+    inputs = keras.Input(shape=tuple(input_shape))
+    x = keras.layers.ReLU()(keras.layers.BatchNormalization()(_conv(16, 3)(inputs)))
+    for stage, filters in enumerate((16, 32, 64)):
+        for block in range(blocks):
+            x = _resnet_block(x, filters, 2 if stage > 0 and block == 0 else 1)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, outputs, name=name or f"resnet{depth}")
+
+
+def wide_resnet(
+    depth: int, width: int, num_classes: int, input_shape: tuple = (32, 32, 3), dropout: float = 0.0, name=None
+) -> keras.Model:
+    """Wide ResNet WRN-`depth`-`width` of Zagoruyko & Komodakis (2016), pre-activation blocks, logits out.
+
+    Example:
+
+    >>> wide_resnet(10, 1, num_classes=10).output_shape
+    (None, 10)
+
+    References:
+        Zagoruyko & Komodakis (2016), "Wide Residual Networks" (`depth = 6n + 4`).
+    """
+    _check_classes(num_classes)
+    if (depth - 4) % 6 or depth < 10:
+        raise ValueError(f"Invalid value for argument `depth`. Expected 6n + 4 (16, 22, 28). Received: depth={depth}")
+    blocks = (depth - 4) // 6
+    inputs = keras.Input(shape=tuple(input_shape))
+    x = _conv(16, 3)(inputs)
+    for stage, filters in enumerate((16 * width, 32 * width, 64 * width)):
+        for block in range(blocks):
+            strides = 2 if stage > 0 and block == 0 else 1
+            pre = keras.layers.ReLU()(keras.layers.BatchNormalization()(x))
+            y = _conv(filters, 3, strides)(pre)
+            y = keras.layers.ReLU()(keras.layers.BatchNormalization()(y))
+            if dropout:
+                y = keras.layers.Dropout(dropout)(y)
+            y = _conv(filters, 3)(y)
+            shortcut = x if strides == 1 and x.shape[-1] == filters else _conv(filters, 1, strides)(pre)
+            x = keras.layers.Add()([y, shortcut])
+    x = keras.layers.ReLU()(keras.layers.BatchNormalization()(x))
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, outputs, name=name or f"wrn{depth}_{width}")
+
+
+def lenet(num_classes: int, input_shape: tuple = (32, 32, 3), name: str = "lenet") -> keras.Model:
+    """LeNet-5 as used by the paper for CIFAR: two 5x5 conv + max-pool stages, dense 120 and 84, logits out.
+
+    Example:
+
+    >>> lenet(num_classes=10).count_params()
+    62006
+    """
+    _check_classes(num_classes)
+    return keras.Sequential(
+        [
+            keras.Input(shape=tuple(input_shape)),
+            keras.layers.Conv2D(6, 5, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Conv2D(16, 5, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(120, activation="relu"),
+            keras.layers.Dense(84, activation="relu"),
+            keras.layers.Dense(num_classes, name="logits"),
+        ],
+        name=name,
+    )
+
+
+def _check_classes(num_classes):
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(
+            f"Invalid value for argument `num_classes`. Expected an int >= 2. Received: num_classes={num_classes!r}"
+        )
+
+
+MODEL_NAMES = ("mlp", "lenet", "resnet20", "resnet32", "resnet56", "resnet110", "wrn-16-4", "wrn-28-10")
+
+
+def build(name: str, num_classes: int, input_shape: tuple) -> keras.Model:
+    """A model by name: `mlp`, `lenet`, `resnet{20,32,56,110}` (any `resnet{6n+2}`), `wrn-{depth}-{width}`.
+
+    Example:
+
+    >>> build("resnet20", 10, (32, 32, 3)).name
+    'resnet20'
+    """
+    if name == "mlp":
+        return mlp(num_classes, input_shape)
+    if name == "lenet":
+        return lenet(num_classes, input_shape)
+    if name.startswith("resnet") and name[6:].isdigit():
+        return resnet(int(name[6:]), num_classes, input_shape)
+    parts = name.split("-")
+    if len(parts) == 3 and parts[0] == "wrn" and parts[1].isdigit() and parts[2].isdigit():
+        return wide_resnet(int(parts[1]), int(parts[2]), num_classes, input_shape)
+    raise ValueError(f"Invalid value for argument `model`. Expected one of {MODEL_NAMES}. Received: model={name!r}")

@@ -1,0 +1,210 @@
+"""The whole method on one dataset: teacher -> T* -> cached teacher logits -> students -> TempS -> table.
+
+`run` is what `keras-ils run` calls; it is plain Keras underneath (`fit`,
+callbacks, `tf.distribute` scopes) and writes its results atomically: files
+are staged in a temporary directory beside the output directory and moved in
+only when everything succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from keras_ils import data, evaluation, models, plots, training
+from keras_ils import metrics as _metrics
+from keras_ils.calibration import calibrate
+from keras_ils.losses import ILSLoss
+from keras_ils.targets import validate_hyperparameters
+from keras_ils.teacher import compute_teacher_logits
+
+METHOD_NAMES = {"none": "No LS", "ls": "LS", "ils1": "ILS1", "ils2": "ILS2", "ils": "ILS"}
+STUDENT_METHODS = ("ls", "ils1", "ils2", "ils")
+
+# Untuned starting points (the `tune` command searches the paper's grids): the synthetic values are the
+# paper's averages of tuned values (Table 4); the image values sit inside its grids for real data.
+DEFAULT_HYPERPARAMETERS = {
+    "synthetic": dict(epsilon=0.05, p1=0.8, p2=2.0, temperature=1.0),
+    "other": dict(epsilon=0.1, p1=0.9, p2=1.5, temperature=1.0),
+}
+
+
+def default_hyperparameters(dataset_name: str, **overrides) -> dict:
+    base = DEFAULT_HYPERPARAMETERS["synthetic" if dataset_name == "synthetic" else "other"]
+    chosen = {**base, **{k: v for k, v in overrides.items() if v is not None}}
+    validate_hyperparameters("ils", **chosen)
+    return chosen
+
+
+def method_hyperparameters(method: str, chosen: dict) -> dict:
+    """The subset of `chosen` that `method` uses (what the table and JSON report)."""
+    used = {"none": (), "ls": ("epsilon",), "ils1": ("p1", "p2"), "ils2": ("epsilon", "temperature")}
+    return {k: chosen[k] for k in used.get(method, ("p1", "p2", "temperature"))}
+
+
+@contextlib.contextmanager
+def staged_output(output_dir: str):
+    """Yields a staging directory; on success its files land in `output_dir`, on failure nothing does."""
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
+    try:
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(dir=parent, prefix=".keras-ils-staging-")
+    except OSError as error:
+        raise ValueError(f"Cannot write the output directory {output_dir}: {error.strerror or error}.") from error
+    try:
+        yield staging
+        if not os.path.exists(output_dir):
+            os.replace(staging, output_dir)
+            return
+        for name in os.listdir(staging):
+            os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _row(name, temps, temperature, hyperparameters, result):
+    return {"model": name, "temps": temps, "temperature": temperature, "hyperparameters": hyperparameters, **result}
+
+
+def run(
+    splits,
+    *,
+    model_name: str,
+    methods=STUDENT_METHODS,
+    hyperparameters: dict | None = None,
+    recipe: training.Recipe | None = None,
+    output_dir: str,
+    strategy: tf.distribute.Strategy | None = None,
+    seed: int = 0,
+    teacher_cache: str | None = None,
+    verbose: int = 0,
+) -> dict:
+    """Runs teacher, calibration, cached targets, students and TempS students; writes the results.
+
+    Args:
+        splits: a `keras_ils.datasets.Splits`.
+        model_name: a name for `keras_ils.models.build`.
+        methods: the student methods, from `("ls", "ils1", "ils2", "ils")`;
+            the teacher itself is the No LS model.
+        hyperparameters: `epsilon`, `p1`, `p2`, `temperature` for every method.
+        recipe: training recipe; defaults to `training.recipe_for(model_name, splits.name)`.
+        output_dir: where `results.json`, `results.csv` and the reliability
+            diagrams go (written only when everything succeeded).
+        strategy: a `tf.distribute` strategy; defaults to the current one.
+        seed: seeds model initialisation and shuffling.
+        teacher_cache: optional `.npz` path of the teacher-logits cache.
+        verbose: Keras `fit` verbosity.
+
+    Returns:
+        The results dict that `results.json` holds.
+    """
+    unknown = [m for m in methods if m not in STUDENT_METHODS]
+    if unknown:
+        raise ValueError(
+            f"Invalid value for argument `methods`. Expected some of {STUDENT_METHODS}. Received: {unknown}"
+        )
+    hyperparameters = hyperparameters or default_hyperparameters(splits.name)
+    recipe = recipe or training.recipe_for(model_name, splits.name)
+    strategy = strategy or tf.distribute.get_strategy()
+    validation = training.evaluation_pipeline(splits.validation)
+    test = training.evaluation_pipeline(splits.test)
+    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
+
+    with staged_output(output_dir) as staging:
+        rows = []
+
+        def record(name, temps, model, temperature, hyperparameters_used):
+            outputs, labels = data.predict_with_labels(model, test)
+            result = evaluation.evaluate_outputs(outputs, labels, groups=splits.test_groups)
+            probabilities = tf.nn.softmax(outputs).numpy()
+            filename = f"reliability_{name.lower().replace(' ', '_').replace('+', 'plus')}.png"
+            plots.reliability_diagram(probabilities, labels, os.path.join(staging, filename), title=name)
+            rows.append(_row(name, temps, temperature, hyperparameters_used, result))
+            progress.add(1)
+
+        def train_model(loss, train_set, model_seed):
+            keras.utils.set_random_seed(model_seed)
+            with strategy.scope():
+                model = models.build(model_name, splits.num_classes, splits.input_shape)
+                model.compile(
+                    optimizer=recipe.build_optimizer(), loss=loss, metrics=[_metrics.Accuracy(from_logits=True)]
+                )
+            training.fit(model, train_set, splits.validation, recipe, seed=model_seed, verbose=verbose)
+            return model
+
+        def calibrated(model):
+            with strategy.scope():
+                scaled = calibrate(model, validation)
+            return scaled, float(scaled.layers[-1].temperature.numpy())
+
+        teacher = train_model(ILSLoss(method="none"), splits.train, seed)
+        record("No LS", False, teacher, 1.0, {})
+        teacher_scaled, t_star = calibrated(teacher)
+        record("No LS + TempS", True, teacher_scaled, t_star, {})
+
+        teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
+        train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
+        for index, method in enumerate(methods, start=1):
+            used = method_hyperparameters(method, hyperparameters)
+            student = train_model(ILSLoss(method=method, **used), train_with_teacher, seed + index)
+            record(METHOD_NAMES[method], False, student, 1.0, used)
+            student_scaled, t_student = calibrated(student)
+            record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, used)
+
+        results = {
+            "dataset": splits.name,
+            "model": model_name,
+            "seed": seed,
+            "teacher_temperature": t_star,
+            "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
+            "rows": rows,
+        }
+        with open(os.path.join(staging, "results.json"), "w") as file:
+            json.dump(results, file, indent=2)
+        write_csv(rows, os.path.join(staging, "results.csv"))
+    return results
+
+
+def write_csv(rows, path):
+    groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g != "hyperparameters"]
+    header = ["model", "temps", "temperature", "hyperparameters"]
+    header += [f"{g}_{c}" if g != "all" else c for g in groups for c in (*evaluation.COLUMNS, "count")]
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        for row in rows:
+            values = [row["model"], row["temps"], f"{row['temperature']:.6g}", json.dumps(row["hyperparameters"])]
+            values += [row[g][c] for g in groups for c in (*evaluation.COLUMNS, "count")]
+            writer.writerow(values)
+
+
+def format_table(results: dict) -> str:
+    """The comparison table printed by `keras-ils run`."""
+    groups = [
+        g for g in results["rows"][0] if isinstance(results["rows"][0][g], dict) and g not in ("all", "hyperparameters")
+    ]
+    header = f"{'model':<16}{'T':>7}{'accuracy':>10}" + "".join(f"{'acc ' + g:>12}" for g in groups)
+    header += f"{'NLL':>9}{'ECE':>9}{'cwECE':>9}{'paper-cwECE':>13}  hyperparameters"
+    lines = [
+        f"{results['dataset']} / {results['model']}: teacher T* = {results['teacher_temperature']:.4f}",
+        "cwECE = classwise-ECE (paper Eq. 2); paper-cwECE = the authors' code's variant printed in the paper",
+        header,
+        "-" * len(header),
+    ]
+    for row in results["rows"]:
+        a = row["all"]
+        line = f"{row['model']:<16}{row['temperature']:>7.3f}{100 * a['accuracy']:>9.2f}%"
+        line += "".join(f"{100 * row[g]['accuracy']:>11.2f}%" for g in groups)
+        line += f"{a['nll']:>9.4f}{a['ece']:>9.4f}{a['cwece']:>9.4f}{a['class_conditional_ece']:>13.4f}  "
+        line += ", ".join(f"{k}={v:g}" for k, v in row["hyperparameters"].items())
+        lines.append(line)
+    return "\n".join(lines)
