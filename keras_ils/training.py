@@ -1,9 +1,10 @@
 """Training recipes of the paper and one `fit` that applies them with Keras callbacks.
 
-| model               | optimizer                                  | schedule                         | batch | epochs | stopping |
-|---------------------|--------------------------------------------|----------------------------------|-------|--------|----------|
-| `mlp`               | Adam 1e-2                                  | constant                         | 32    | 500    | patience 10 |
-| image nets          | SGD 0.1, momentum 0.9, weight decay 1e-4   | x0.1 at 40 % and 75 % of epochs  | 128   | 200    | best epoch restored |
+- `mlp`: Adam 1e-2, constant rate, batch 32, up to 500 epochs, early stopping
+  with patience 10 (paper §3).
+- image networks: SGD 0.1 with momentum 0.9 and weight decay 1e-4, rate x0.1
+  at 40 % and 75 % of the epochs, batch 128, 200 epochs, random crop + flip
+  for CIFAR (paper appendix, ResNet recipe).
 
 The best validation epoch (lowest `val_loss`, the cross-entropy against hard
 labels) is always restored. Weight decay is the optimizer's (decoupled), so it
