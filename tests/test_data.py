@@ -31,7 +31,9 @@ def test_each_example_keeps_its_own_row_through_shuffle_cache_batch():
 def test_direct_call_map_and_batched_map_agree():
     x, y, logits = _source(n=12)
     direct = teacher_targets(y, logits).numpy()
-    mapped = np.stack([t.numpy() for _, t in data.with_teacher_targets(tf.data.Dataset.from_tensor_slices((x, y)), logits)])
+    mapped = np.stack(
+        [t.numpy() for _, t in data.with_teacher_targets(tf.data.Dataset.from_tensor_slices((x, y)), logits)]
+    )
     np.testing.assert_array_equal(mapped, direct)
 
 

@@ -22,7 +22,9 @@ def _data(n=50, seed=0):
 class TestComputeTeacherLogits:
     def test_one_pass_equals_predict_over_temperature(self):
         teacher, (x, y) = _teacher(), _data()
-        computed = compute_teacher_logits(teacher, tf.data.Dataset.from_tensor_slices((x, y)), temperature=2.0, batch_size=16)
+        computed = compute_teacher_logits(
+            teacher, tf.data.Dataset.from_tensor_slices((x, y)), temperature=2.0, batch_size=16
+        )
         np.testing.assert_allclose(computed.logits, teacher.predict(x, verbose=0) / 2.0, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(computed.labels, y)
         assert computed.fingerprint["count"] == 50 and computed.fingerprint["num_classes"] == 3

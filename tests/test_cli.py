@@ -1,0 +1,128 @@
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from keras_ils import cli
+
+
+def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = cli.main(
+        [
+            "run",
+            "--epochs",
+            "3",
+            "--methods",
+            "ls,ils",
+            "--output-dir",
+            str(out),
+            "--teacher-cache",
+            str(tmp_path / "cache" / "teacher.npz"),
+        ]
+    )
+    assert code == 0
+    names = ["No LS", "No LS + TempS", "LS", "LS + TempS", "ILS", "ILS + TempS"]
+    results = json.loads((out / "results.json").read_text())
+    assert [row["model"] for row in results["rows"]] == names
+    assert results["dataset"] == "synthetic" and results["model"] == "mlp" and results["teacher_temperature"] > 0
+    for row in results["rows"]:
+        assert row["all"]["count"] == 15000 and row["dense"]["count"] + row["sparse"]["count"] == 15000
+        assert 0 <= row["all"]["accuracy"] <= 1 and np.isfinite(row["all"]["nll"])
+    assert results["rows"][4]["hyperparameters"] == {"p1": 0.8, "p2": 2.0, "temperature": 1.0}
+    with open(out / "results.csv") as file:
+        table = list(csv.DictReader(file))
+    assert [r["model"] for r in table] == names
+    assert float(table[2]["ece"]) == pytest.approx(results["rows"][2]["all"]["ece"])
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert len(pngs) == 6 and "reliability_ils_plus_temps.png" in pngs
+    assert os.path.exists(tmp_path / "cache" / "teacher.npz")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
+    printed = capsys.readouterr().out
+    assert "paper-cwECE" in printed and "ILS + TempS" in printed and "acc dense" in printed
+
+
+def test_run_on_tfds_images_with_lenet(tmp_path):
+    with tfds.testing.mock_data(num_examples=16):
+        code = cli.main(
+            [
+                "run",
+                "--dataset",
+                "tfds:cifar10",
+                "--model",
+                "lenet",
+                "--epochs",
+                "1",
+                "--methods",
+                "ils",
+                "--batch-size",
+                "8",
+                "--output-dir",
+                str(tmp_path / "r"),
+            ]
+        )
+    assert code == 0
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert results["recipe"]["augment"] is True and results["recipe"]["optimizer"] == "sgd"
+    assert [row["model"] for row in results["rows"]][-1] == "ILS + TempS"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--dataset", "imagenet"], "Unknown dataset"),
+        (["--dataset", "tfds:no_such_dataset_xyz"], "Unknown tensorflow-datasets name"),
+        (["--dataset", "missing.npz"], "No such .npz"),
+        (["--p1", "1.5"], "Invalid value for argument `p1`"),
+        (["--model", "vgg"], "Invalid value for argument `model`"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_no_files(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    assert cli.main(["run", "--epochs", "1", "--output-dir", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("keras-ils: error:") and message in err[0]
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_npz_labels(tmp_path, capsys):
+    path = tmp_path / "d.npz"
+    np.savez(
+        path, x_train=np.zeros((10, 2)), y_train=np.zeros(9, int), x_test=np.zeros((4, 2)), y_test=np.zeros(4, int)
+    )
+    assert cli.main(["run", "--dataset", str(path), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "x_train has 10 rows but y_train has 9" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unwritable_output_directory(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert cli.main(["run", "--epochs", "1", "--output-dir", str(blocker / "sub" / "out")]) == 2
+    assert "Cannot write the output directory" in capsys.readouterr().err
+
+
+def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
+    from keras_ils import pipeline
+
+    def broken(*args, **kwargs):
+        raise ValueError("boom in the middle")
+
+    monkeypatch.setattr(pipeline, "compute_teacher_logits", broken)
+    assert cli.main(["run", "--epochs", "1", "--output-dir", str(tmp_path / "o")]) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_of_every_subcommand():
+    for argv in (["--help"], ["run", "--help"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_ils.cli", *argv], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0 and "usage: keras-ils" in result.stdout
+    assert "--teacher-cache" in result.stdout and "--strategy" in result.stdout
