@@ -19,7 +19,7 @@ def test_each_example_keeps_its_own_row_through_shuffle_cache_batch():
     ds = data.with_teacher_targets(tf.data.Dataset.from_tensor_slices((x, y)), TeacherLogits(logits, y, {}))
     ds = ds.cache().shuffle(40, seed=7).batch(6).prefetch(tf.data.AUTOTUNE)
     seen = 0
-    for epoch in range(2):
+    for _ in range(2):
         for xb, yb in ds:
             index = xb.numpy()[:, 0].astype(int)
             np.testing.assert_array_equal(yb.numpy()[:, :4], np.eye(4)[y[index]])

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import reference
 from keras_ils import evaluation, plots
+
+import reference
 
 
 def _model_and_data(n=300, k=3, seed=0):
