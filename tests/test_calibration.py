@@ -157,5 +157,5 @@ class TestCalibrate:
 
     def test_dataset_without_labels(self, rng):
         model, x, _ = self._model(rng)
-        with pytest.raises(ValueError, match="no labels"):
+        with pytest.raises(ValueError, match="without labels"):
             calibrate(model, tf.data.Dataset.from_tensor_slices(x).batch(8))

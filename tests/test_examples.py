@@ -21,3 +21,14 @@ def test_synthetic_quickstart_runs_and_reports_every_model(capsys):
         assert all(np.isfinite(row[c]) and row[c] >= 0 for c in ("nll", "ece", "cwece", "class_conditional_ece"))
     out = capsys.readouterr().out
     assert "paper-cwECE" in out and "ILS1" in out
+
+
+def test_cifar_example_with_mock_tfds(tmp_path, capsys):
+    import tensorflow_datasets as tfds
+
+    for extra in ([], ["--online"]):
+        with tfds.testing.mock_data(num_examples=16):
+            _load("cifar_tfds").main(["--model", "lenet", "--epochs", "1", "--batch-size", "8",
+                                      "--cache", str(tmp_path / "t.npz"), *extra])
+        out = capsys.readouterr().out
+        assert "ILS + TempS" in out and "accuracy" in out
