@@ -53,11 +53,11 @@ def main(argv=None):
     strategy = tf.distribute.MirroredStrategy() if args.mirrored else tf.distribute.get_strategy()
     validation = training.evaluation_pipeline(splits.validation)
     loss = keras_ils.ILSLoss(method="ils", p1=args.p1, p2=args.p2, temperature=args.temperature)
-    metrics = keras_ils.metrics.calibration_metrics(splits.num_classes, from_logits=True)
+    metrics = lambda: keras_ils.metrics.calibration_metrics(splits.num_classes, from_logits=True)  # noqa: E731
 
     with strategy.scope():
         teacher = models.build(args.model, splits.num_classes, splits.input_shape)
-        teacher.compile(recipe.build_optimizer(), keras_ils.ILSLoss(method="none"), metrics=metrics[:1])
+        teacher.compile(recipe.build_optimizer(), keras_ils.ILSLoss(method="none"), metrics=metrics()[:1])
     training.fit(teacher, splits.train, splits.validation, recipe, verbose=2)
     with strategy.scope():
         calibrated_teacher = keras_ils.calibrate(teacher, validation)
@@ -69,7 +69,7 @@ def main(argv=None):
         else:  # cached: clean-image teacher rows attached before shuffling and augmentation
             rows = compute_teacher_logits(calibrated_teacher, splits.train, cache_path=args.cache)
             trainee, train = student, data.with_teacher_targets(splits.train, rows)
-        trainee.compile(recipe.build_optimizer(), loss, metrics=metrics)
+        trainee.compile(recipe.build_optimizer(), loss, metrics=metrics())
     training.fit(trainee, train, splits.validation, recipe, verbose=2)
     with strategy.scope():
         calibrated_student = keras_ils.calibrate(student, validation)

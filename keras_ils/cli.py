@@ -33,10 +33,15 @@ def _strategy(name):
 
 
 def _methods(text):
+    from keras_ils.pipeline import ALL_METHODS
+
+    if text == "all":
+        return ALL_METHODS
     methods = tuple(m.strip() for m in text.split(",") if m.strip())
-    allowed = ("ls", "ils1", "ils2", "ils")
-    if not methods or any(m not in allowed for m in methods):
-        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {','.join(allowed)}; got {text!r}")
+    if not methods or any(m not in ALL_METHODS for m in methods):
+        raise argparse.ArgumentTypeError(
+            f"expected 'all' or a comma-separated subset of {','.join(ALL_METHODS)}; got {text!r}"
+        )
     return methods
 
 
@@ -65,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--methods",
         type=_methods,
         default=("ls", "ils1", "ils2", "ils"),
-        help="students to train (default: ls,ils1,ils2,ils)",
+        help="students to train: 'all' (the paper's full comparison: dis,cls,bs_soft,beta,ls,ils1,ils2,ils) "
+        "or a comma-separated subset (default: ls,ils1,ils2,ils)",
     )
     run.add_argument("--epsilon", type=float, help="LS / ILS2 smoothing factor")
     run.add_argument("--p1", type=float, help="ILS1 / ILS P1")

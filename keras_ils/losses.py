@@ -23,8 +23,10 @@ class ILSLoss(keras.losses.Loss):
     - one-hot or soft targets (`[batch, K]`): cross-entropy against them.
 
     So one compiled model trains on teacher targets and validates on hard
-    labels, and `val_loss` is then the paper's selection criterion: the
-    cross-entropy against hard labels.
+    labels, and `val_loss` is then the paper's selection criterion, the
+    cross-entropy against hard labels (for `method="ls"` it is smoothed; the
+    `keras_ils.metrics.NegativeLogLikelihood` metric is the criterion for
+    every method).
 
     Formula:
 

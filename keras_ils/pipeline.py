@@ -16,17 +16,34 @@ import shutil
 import tempfile
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from keras_ils import data, evaluation, models, plots, training
+from keras_ils import baselines, data, distillation, evaluation, models, plots, training
 from keras_ils import metrics as _metrics
 from keras_ils.calibration import calibrate
 from keras_ils.losses import ILSLoss
 from keras_ils.targets import validate_hyperparameters
 from keras_ils.teacher import compute_teacher_logits
 
-METHOD_NAMES = {"none": "No LS", "ls": "LS", "ils1": "ILS1", "ils2": "ILS2", "ils": "ILS"}
+METHOD_NAMES = {
+    "none": "No LS",
+    "dis": "Dis",
+    "cls": "cLS",
+    "bs_soft": "BS_Soft",
+    "beta": "Beta",
+    "ls": "LS",
+    "ils1": "ILS1",
+    "ils2": "ILS2",
+    "ils": "ILS",
+}
 STUDENT_METHODS = ("ls", "ils1", "ils2", "ils")
+# The paper's comparison (Table 3): every baseline of §6 and every ILS variant, in the paper's order.
+ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
+BASELINE_SETTINGS = {
+    "dis": dict(weight=0.9, teacher_temperature=20.0, student_temperature=1.0),
+    "bs_soft": dict(beta=0.95),
+}
 
 # Untuned starting points (the `tune` command searches the paper's grids): the synthetic values are the
 # paper's averages of tuned values (Table 4); the image values sit inside its grids for real data.
@@ -71,6 +88,26 @@ def staged_output(output_dir: str):
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def student_setup(method, splits, train_with_teacher, hyperparameters):
+    """`(loss, training dataset, reported settings)` of one student method."""
+    if method in STUDENT_METHODS:
+        used = method_hyperparameters(method, hyperparameters)
+        return ILSLoss(method=method, **used), train_with_teacher, used
+    if method == "dis":
+        settings = BASELINE_SETTINGS["dis"]
+        return distillation.DistillationCrossEntropy(**settings), train_with_teacher, settings
+    if method == "cls":
+        rows = baselines.class_similarity_logits(splits.train, splits.num_classes)
+        labels = np.concatenate([y.numpy() for _, y in splits.train.batch(4096)]).astype(np.int64)
+        train_set = data.with_teacher_targets(splits.train, rows[labels])
+        used = {"epsilon": hyperparameters["epsilon"]}
+        return ILSLoss(method="ils2", **used), train_set, used
+    if method == "bs_soft":
+        settings = BASELINE_SETTINGS["bs_soft"]
+        return baselines.BootstrapSoftLoss(**settings), splits.train, settings
+    raise NotImplementedError(method)
+
+
 def _row(name, temps, temperature, hyperparameters, result):
     return {"model": name, "temps": temps, "temperature": temperature, "hyperparameters": hyperparameters, **result}
 
@@ -93,8 +130,9 @@ def run(
     Args:
         splits: a `keras_ils.datasets.Splits`.
         model_name: a name for `keras_ils.models.build`.
-        methods: the student methods, from `("ls", "ils1", "ils2", "ils")`;
-            the teacher itself is the No LS model.
+        methods: the student methods, from `ALL_METHODS` (`"dis"`, `"cls"`,
+            `"bs_soft"`, `"beta"`, `"ls"`, `"ils1"`, `"ils2"`, `"ils"`); the
+            teacher itself is the No LS model.
         hyperparameters: `epsilon`, `p1`, `p2`, `temperature` for every method.
         recipe: training recipe; defaults to `training.recipe_for(model_name, splits.name)`.
         output_dir: where `results.json`, `results.csv` and the reliability
@@ -107,11 +145,9 @@ def run(
     Returns:
         The results dict that `results.json` holds.
     """
-    unknown = [m for m in methods if m not in STUDENT_METHODS]
+    unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
-        raise ValueError(
-            f"Invalid value for argument `methods`. Expected some of {STUDENT_METHODS}. Received: {unknown}"
-        )
+        raise ValueError(f"Invalid value for argument `methods`. Expected some of {ALL_METHODS}. Received: {unknown}")
     hyperparameters = hyperparameters or default_hyperparameters(splits.name)
     recipe = recipe or training.recipe_for(model_name, splits.name)
     strategy = strategy or tf.distribute.get_strategy()
@@ -136,9 +172,13 @@ def run(
             with strategy.scope():
                 model = models.build(model_name, splits.num_classes, splits.input_shape)
                 model.compile(
-                    optimizer=recipe.build_optimizer(), loss=loss, metrics=[_metrics.Accuracy(from_logits=True)]
+                    optimizer=recipe.build_optimizer(),
+                    loss=loss,
+                    metrics=[_metrics.Accuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
                 )
-            training.fit(model, train_set, splits.validation, recipe, seed=model_seed, verbose=verbose)
+            training.fit(
+                model, train_set, splits.validation, recipe, monitor="val_nll", seed=model_seed, verbose=verbose
+            )
             return model
 
         def calibrated(model):
@@ -154,8 +194,8 @@ def run(
         teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
         train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
         for index, method in enumerate(methods, start=1):
-            used = method_hyperparameters(method, hyperparameters)
-            student = train_model(ILSLoss(method=method, **used), train_with_teacher, seed + index)
+            loss, train_set, used = student_setup(method, splits, train_with_teacher, hyperparameters)
+            student = train_model(loss, train_set, seed + index)
             record(METHOD_NAMES[method], False, student, 1.0, used)
             student_scaled, t_student = calibrated(student)
             record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, used)

@@ -169,7 +169,8 @@ class OnlineTeacher(keras.Model):
     During training, sparse labels `y` are replaced by
     `keras_ils.teacher_targets(y, teacher(x) / teacher_temperature)` before the
     compiled loss (an `ILSLoss`) sees them; evaluation keeps the hard labels,
-    so `val_loss` stays the cross-entropy against them. Without augmentation
+    so `val_loss` stays the cross-entropy against them (smoothed for
+    `method="ls"`). Without augmentation
     the loss equals the cached path's. Augment in the input pipeline (or in a
     preprocessing model applied before both): the teacher then scores exactly
     the augmented image the student trains on.

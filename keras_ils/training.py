@@ -6,9 +6,9 @@
   at 40 % and 75 % of the epochs, batch 128, 200 epochs, random crop + flip
   for CIFAR (paper appendix, ResNet recipe).
 
-The best validation epoch (lowest `val_loss`, the cross-entropy against hard
-labels) is always restored. Weight decay is the optimizer's (decoupled), so it
-never enters `val_loss`.
+The best validation epoch (lowest hard-label cross-entropy, `monitor`) is
+always restored. Weight decay is the optimizer's (decoupled), so it never
+enters the monitored loss.
 """
 
 from __future__ import annotations
@@ -88,11 +88,27 @@ def evaluation_pipeline(dataset: tf.data.Dataset, batch_size: int = 512) -> tf.d
     return dataset.batch(batch_size).cache().prefetch(tf.data.AUTOTUNE)
 
 
-def fit(model, train: tf.data.Dataset, validation: tf.data.Dataset, recipe: Recipe, *, seed: int = 0, verbose=0):
-    """Trains a compiled `model` by `recipe`; returns the Keras `History`. The best epoch is restored."""
+def fit(
+    model,
+    train: tf.data.Dataset,
+    validation: tf.data.Dataset,
+    recipe: Recipe,
+    *,
+    monitor: str = "val_loss",
+    seed: int = 0,
+    verbose=0,
+):
+    """Trains a compiled `model` by `recipe`; returns the Keras `History`.
+
+    The epoch with the lowest `monitor` is restored. Monitor a hard-label
+    cross-entropy: `val_loss` of `ILSLoss` on sparse labels is one, except for
+    `method="ls"` (label-smoothed) and the bootstrap baseline; compiling with
+    `keras_ils.metrics.NegativeLogLikelihood(from_logits=True)` and monitoring
+    `"val_nll"` is right for every loss.
+    """
     callbacks = [
         keras.callbacks.EarlyStopping(
-            monitor="val_loss",
+            monitor=monitor,
             patience=recipe.patience if recipe.patience is not None else recipe.epochs,
             restore_best_weights=True,
         )

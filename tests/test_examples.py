@@ -28,7 +28,8 @@ def test_cifar_example_with_mock_tfds(tmp_path, capsys):
 
     for extra in ([], ["--online"]):
         with tfds.testing.mock_data(num_examples=16):
-            _load("cifar_tfds").main(["--model", "lenet", "--epochs", "1", "--batch-size", "8",
-                                      "--cache", str(tmp_path / "t.npz"), *extra])
+            _load("cifar_tfds").main(
+                ["--model", "lenet", "--epochs", "1", "--batch-size", "8", "--cache", str(tmp_path / "t.npz"), *extra]
+            )
         out = capsys.readouterr().out
         assert "ILS + TempS" in out and "accuracy" in out

@@ -1,0 +1,140 @@
+"""The paper's baselines (§6), sharing the package's target math.
+
+- cLS, class-similarity label smoothing (Liu & JaJa, 2021): the smoothing mass
+  goes to the wrong classes in proportion to their similarity with the true
+  class, computed from Euclidean distances between class means. It is ILS2's
+  split with a per-CLASS "teacher": `class_similarity_logits` gives each class
+  a row of logits `-distance / scale`, `teacher_targets(y, rows[y])`
+  carries them, and `ILSLoss(method="ils2", epsilon=...)` trains on them.
+- BS_Soft, soft bootstrapping (Reed et al., 2015): `BootstrapSoftLoss`, the
+  target `beta * y + (1 - beta) * p` with `p` the current prediction, not
+  back-propagated.
+- Dis, one-level self-distillation: `keras_ils.distillation`.
+- No LS + TempS and LS + TempS: `ILSLoss(method="none" | "ls")` then
+  `keras_ils.calibrate`.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_ils import targets as _targets
+from keras_ils.data import as_pairs
+
+_register = keras.saving.register_keras_serializable(package="keras_ils")
+
+
+def class_similarity_logits(data, num_classes: int, temperature: float = 1.0) -> np.ndarray:
+    """Per-class rows of similarity logits from Euclidean distances between class means, `[K, K]`.
+
+    `logits[t, j] = -||mean_t - mean_j|| / (temperature * d)`, with `d` the mean
+    distance between two different classes' means, so `temperature` is free of
+    the features' scale. Row `t` used as the teacher logits of every class-`t`
+    example makes `ILSLoss(method="ils2")` split the smoothing mass over the
+    wrong classes by `softmax(-distance / (temperature * d))`: nearer classes
+    get more.
+
+    Args:
+        data: `(features, labels)` arrays, or a `tf.data.Dataset` of `(x, y)`
+            (batched or not; tfds dicts too); features are flattened per example.
+        num_classes: `K`; every class must occur.
+        temperature: `> 0`. Defaults to `1.0`.
+
+    Returns:
+        A `[K, K]` float32 array (its diagonal is never used).
+
+    Example:
+
+    >>> x, y = np.array([[0.0], [1.0], [3.0]]), np.array([0, 1, 2])
+    >>> np.round(class_similarity_logits((x, y), 3), 2).tolist()   # mean distance 2
+    [[-0.0, -0.5, -1.5], [-0.5, -0.0, -1.0], [-1.5, -1.0, -0.0]]
+    """
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(
+            f"Invalid value for argument `temperature`. Expected a float > 0. Received: temperature={temperature!r}"
+        )
+    if isinstance(data, (tuple, list)):
+        features, labels = (np.asarray(a) for a in data)
+        if len(features) != len(labels):
+            raise ValueError(f"`features` has {len(features)} rows but `labels` has {len(labels)}.")
+        batches = [(features, labels)]
+    else:
+        pairs = as_pairs(data)
+        if len(pairs.element_spec[1].shape) == 0:
+            pairs = pairs.batch(1024)
+        batches = ((x.numpy(), y.numpy()) for x, y in pairs)
+    sums, counts = None, np.zeros(num_classes)
+    for features, labels in batches:
+        features = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
+        labels = np.asarray(labels).astype(np.int64).reshape(-1)
+        _targets.check_labels_in_range(labels, num_classes)
+        sums = np.zeros((num_classes, features.shape[1])) if sums is None else sums
+        np.add.at(sums, labels, features)
+        counts += np.bincount(labels, minlength=num_classes)
+    if sums is None or (counts == 0).any():
+        missing = np.flatnonzero(counts == 0).tolist()
+        raise ValueError(f"Every class needs examples to have a mean; classes {missing} have none.")
+    means = sums / counts[:, None]
+    distances = np.sqrt(((means[:, None, :] - means[None, :, :]) ** 2).sum(-1))
+    scale = distances[~np.eye(num_classes, dtype=bool)].mean()
+    return (-distances / (temperature * max(scale, 1e-12))).astype(np.float32)
+
+
+def bootstrap_targets(one_hot, student_logits, beta: float = 0.95):
+    """Soft-bootstrapping targets `beta * y + (1 - beta) * softmax(student)`, the prediction not back-propagated.
+
+    Example:
+
+    >>> y = bootstrap_targets(np.eye(2)[[0]], np.log([[0.2, 0.8]]), beta=0.5)
+    >>> np.round(keras.ops.convert_to_numpy(y), 4).tolist()
+    [[0.6, 0.4]]
+    """
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 < beta <= 1.0:
+        raise ValueError(f"Invalid value for argument `beta`. Expected a float in (0, 1]. Received: beta={beta!r}")
+    student_logits = ops.convert_to_tensor(student_logits)
+    prediction = ops.stop_gradient(ops.softmax(student_logits, axis=-1))
+    return beta * ops.cast(one_hot, prediction.dtype) + (1.0 - beta) * prediction
+
+
+@_register
+class BootstrapSoftLoss(keras.losses.Loss):
+    """BS_Soft: cross-entropy against `beta * y + (1 - beta) * p`, `p` the student's own prediction.
+
+    `y_true` may be sparse labels, one-hot targets or teacher targets (the
+    teacher part is ignored). The loss value stays bootstrapped in evaluation
+    too; select models on a hard-label metric such as
+    `keras_ils.metrics.NegativeLogLikelihood` (`val_nll`).
+
+    Args:
+        beta: weight of the given labels, in `(0, 1]`. Defaults to `0.95`
+            (Reed et al.'s recommendation, used by the paper).
+        reduction: Defaults to `"sum_over_batch_size"`.
+        name: Defaults to `"bootstrap_soft"`.
+        dtype: Defaults to `None`.
+
+    Example:
+
+    >>> loss = BootstrapSoftLoss(beta=0.5)
+    >>> round(float(loss([0], np.log([[0.2, 0.8]]))), 4)   # -(0.6 log 0.2 + 0.4 log 0.8)
+    1.0549
+
+    References:
+        Reed et al. (2015), "Training deep neural networks on noisy labels with bootstrapping".
+    """
+
+    def __init__(self, beta: float = 0.95, reduction="sum_over_batch_size", name: str = "bootstrap_soft", dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        bootstrap_targets(np.eye(2)[:1], np.zeros((1, 2)), beta)  # validates beta
+        self.beta = float(beta)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
+        num_classes = y_pred.shape[-1]
+        labels = _targets.hard_labels(y_true, num_classes, len(y_pred.shape))
+        targets = bootstrap_targets(ops.one_hot(labels, num_classes), y_pred, self.beta)
+        return ops.categorical_crossentropy(targets, y_pred, from_logits=True)
+
+    def get_config(self):
+        return {**super().get_config(), "beta": self.beta, "dtype": self._dtype_policy.name}
