@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import reference
 from keras_ils import ILSLoss, teacher_targets
 from keras_ils.baselines import BootstrapSoftLoss, bootstrap_targets, class_similarity_logits
+
+import reference
 
 
 def _numpy_cls_targets(x, y, labels, k, epsilon):

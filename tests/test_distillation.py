@@ -2,7 +2,6 @@ import keras
 import numpy as np
 import pytest
 
-import reference
 from keras_ils import teacher_targets
 from keras_ils.distillation import (
     DistillationCrossEntropy,
@@ -11,6 +10,8 @@ from keras_ils.distillation import (
     distiller,
     soft_cross_entropy,
 )
+
+import reference
 
 
 def _by_hand(labels, teacher, student, weight, t_teacher, t_student):
