@@ -33,3 +33,11 @@ def test_cifar_example_with_mock_tfds(tmp_path, capsys):
             )
         out = capsys.readouterr().out
         assert "ILS + TempS" in out and "accuracy" in out
+
+
+def test_self_distillation_example_prints_ours_beside_the_paper(capsys):
+    means = _load("self_distillation").main(["--replicates", "1", "--quick"])
+    assert list(means) == ["Bayes-optimal", "No LS", "LS", "ILS"]
+    for acc, ce, ece, paper_cwece, cwece in means.values():
+        assert 0.3 < acc <= 1 and np.isfinite(ce) and min(ece, paper_cwece, cwece) >= 0
+    assert "(paper)" in capsys.readouterr().out
