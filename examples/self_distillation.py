@@ -72,7 +72,13 @@ def replicate(seed, recipe, n_test):
         logits = teacher if isinstance(teacher, np.ndarray) else keras_ils.compute_teacher_logits(teacher, splits.train)
         student = train(loss, keras_ils.with_teacher_targets(splits.train, logits), splits, recipe, seed + 10 + index)
         scores = keras_ils.evaluate(student, training.evaluation_pipeline(splits.test))["all"]
-        rows[name] = (scores["accuracy"], scores["nll"], scores["ece"], scores["class_conditional_ece"], scores["cwece"])
+        rows[name] = (
+            scores["accuracy"],
+            scores["nll"],
+            scores["ece"],
+            scores["class_conditional_ece"],
+            scores["cwece"],
+        )
     return rows
 
 

@@ -5,7 +5,7 @@ The public names live here; `keras_ils.metrics`, `keras_ils.models`,
 homes of their own families.
 """
 
-from keras_ils import datasets, evaluation, metrics, models, synthetic, training
+from keras_ils import baselines, datasets, distillation, evaluation, metrics, models, synthetic, training
 from keras_ils.calibration import TemperatureScaling, calibrate, fit_temperature
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
@@ -22,9 +22,11 @@ __all__ = [
     "StaleCacheError",
     "TeacherLogits",
     "TemperatureScaling",
+    "baselines",
     "calibrate",
     "compute_teacher_logits",
     "datasets",
+    "distillation",
     "evaluate",
     "evaluation",
     "fit_temperature",

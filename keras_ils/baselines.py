@@ -9,6 +9,9 @@
 - BS_Soft, soft bootstrapping (Reed et al., 2015): `BootstrapSoftLoss`, the
   target `beta * y + (1 - beta) * p` with `p` the current prediction, not
   back-propagated.
+- Beta smoothing (Zhang & Sabuncu, 2020): `BetaSmoothingLoss`, per-example
+  smoothing `b ~ Beta(a, 1)` handed out by confidence rank, `a` from the tuned
+  LS epsilon (`beta_shape_for_epsilon`).
 - Dis, one-level self-distillation: `keras_ils.distillation`.
 - No LS + TempS and LS + TempS: `ILSLoss(method="none" | "ls")` then
   `keras_ils.calibrate`.
@@ -138,3 +141,126 @@ class BootstrapSoftLoss(keras.losses.Loss):
 
     def get_config(self):
         return {**super().get_config(), "beta": self.beta, "dtype": self._dtype_policy.name}
+
+
+def beta_shape_for_epsilon(epsilon: float, num_classes: int, alpha: float = 0.4) -> float:
+    """The `a` of `Beta(a, 1)` that gives Beta smoothing LS's expected true-class target.
+
+    Solves `E[alpha + (1 - alpha) * b] = 1 - epsilon + epsilon / K` with
+    `E[b] = a / (a + 1)`: on average Beta smoothing puts on the true class the
+    mass that LS with the tuned `epsilon` puts there. (The ILS paper writes the
+    condition as `E[alpha + (1 - alpha) b_i] = epsilon_LS`, which no `a` can
+    meet for `epsilon_LS < alpha`; this is its true-class reading.)
+
+    Example:
+
+    >>> round(beta_shape_for_epsilon(0.1, 10, alpha=0.4), 4)   # E[b] = 0.85
+    5.6667
+    """
+    _targets.validate_hyperparameters("ls", epsilon=epsilon)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha < 1.0:
+        raise ValueError(f"Invalid value for argument `alpha`. Expected a float in [0, 1). Received: alpha={alpha!r}")
+    mean_b = (1.0 - epsilon + epsilon / num_classes - alpha) / (1.0 - alpha)
+    if not 0.0 < mean_b < 1.0:
+        raise ValueError(
+            f"No Beta(a, 1) matches epsilon={epsilon} with alpha={alpha}: the true-class target "
+            f"{1 - epsilon + epsilon / num_classes:.4f} must exceed alpha."
+        )
+    return mean_b / (1.0 - mean_b)
+
+
+def beta_smoothing_targets(one_hot, student_logits, beta_samples, alpha: float = 0.4):
+    """Beta smoothing targets (Zhang & Sabuncu, 2020), the samples assigned by confidence rank.
+
+    The batch's `b` samples are sorted and handed out by the rank of each
+    example's own (not back-propagated) predicted true-class probability: the
+    least confident example gets the smallest `b`, i.e. the most smoothing.
+
+    Formula:
+
+    ```
+    y = alpha * onehot + (1 - alpha) * (b * onehot + (1 - b) / (K - 1) * (1 - onehot))
+    ```
+
+    Example:
+
+    >>> y = beta_smoothing_targets(np.eye(2)[[0, 0]], np.log([[0.9, 0.1], [0.6, 0.4]]), [0.5, 1.0], alpha=0.0)
+    >>> np.round(keras.ops.convert_to_numpy(y), 4).tolist()   # the confident row gets b = 1.0
+    [[1.0, 0.0], [0.5, 0.5]]
+    """
+    student_logits = ops.convert_to_tensor(student_logits)
+    one_hot = ops.cast(one_hot, student_logits.dtype)
+    true_probability = ops.sum(one_hot * ops.stop_gradient(ops.softmax(student_logits, axis=-1)), axis=-1)
+    rank = ops.argsort(ops.argsort(true_probability))
+    b = ops.take(ops.sort(ops.cast(beta_samples, student_logits.dtype)), rank)[:, None]
+    num_classes = ops.cast(ops.shape(one_hot)[-1], one_hot.dtype)
+    smoothed = b * one_hot + (1.0 - b) / (num_classes - 1.0) * (1.0 - one_hot)
+    return alpha * one_hot + (1.0 - alpha) * smoothed
+
+
+@_register
+class BetaSmoothingLoss(keras.losses.Loss):
+    """Beta smoothing (Zhang & Sabuncu, 2020): instance-specific LS without a teacher.
+
+    Each batch draws `b ~ Beta(a, 1)` per example and assigns the sorted
+    draws by the rank of the student's own confidence in the true class
+    (`beta_smoothing_targets`). Pick `a` with `beta_shape_for_epsilon` from a
+    tuned LS epsilon, as the ILS paper does. The loss is random in evaluation
+    too; select models on `keras_ils.metrics.NegativeLogLikelihood` (`val_nll`).
+
+    Args:
+        alpha: weight of the hard label, in `[0, 1)`. Defaults to `0.4` (the
+            authors' recommendation, used by the ILS paper).
+        a: shape `a > 0` of `Beta(a, 1)`. Defaults to `1.0`.
+        seed: seed of the Beta draws. Defaults to `None`.
+        reduction: Defaults to `"sum_over_batch_size"`.
+        name: Defaults to `"beta_smoothing"`.
+        dtype: Defaults to `None`.
+
+    Example:
+
+    >>> loss = BetaSmoothingLoss(alpha=0.4, a=beta_shape_for_epsilon(0.1, 3), seed=0)
+    >>> float(loss([0, 2], np.log([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]))) > 0
+    True
+
+    References:
+        Zhang & Sabuncu (2020), "Self-Distillation as Instance-Specific Label Smoothing", §5.
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.4,
+        a: float = 1.0,
+        seed: int | None = None,
+        reduction="sum_over_batch_size",
+        name: str = "beta_smoothing",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha < 1.0:
+            raise ValueError(
+                f"Invalid value for argument `alpha`. Expected a float in [0, 1). Received: alpha={alpha!r}"
+            )
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not a > 0:
+            raise ValueError(f"Invalid value for argument `a`. Expected a float > 0. Received: a={a!r}")
+        self.alpha, self.a, self.seed = float(alpha), float(a), seed
+        self._seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
+        num_classes = y_pred.shape[-1]
+        labels = _targets.hard_labels(y_true, num_classes, len(y_pred.shape))
+        # Beta(a, 1) by its inverse CDF, u ** (1 / a): exact, and XLA compiles it (a gamma sampler it does not).
+        uniform = keras.random.uniform(ops.shape(labels), dtype=y_pred.dtype, seed=self._seed_generator)
+        samples = ops.power(uniform, 1.0 / self.a)
+        targets = beta_smoothing_targets(ops.one_hot(labels, num_classes), y_pred, samples, self.alpha)
+        return ops.categorical_crossentropy(targets, y_pred, from_logits=True)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "alpha": self.alpha,
+            "a": self.a,
+            "seed": self.seed,
+            "dtype": self._dtype_policy.name,
+        }

@@ -43,6 +43,7 @@ ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
 BASELINE_SETTINGS = {
     "dis": dict(weight=0.9, teacher_temperature=20.0, student_temperature=1.0),
     "bs_soft": dict(beta=0.95),
+    "beta": dict(alpha=0.4),
 }
 
 # Untuned starting points (the `tune` command searches the paper's grids): the synthetic values are the
@@ -105,7 +106,10 @@ def student_setup(method, splits, train_with_teacher, hyperparameters):
     if method == "bs_soft":
         settings = BASELINE_SETTINGS["bs_soft"]
         return baselines.BootstrapSoftLoss(**settings), splits.train, settings
-    raise NotImplementedError(method)
+    alpha = BASELINE_SETTINGS["beta"]["alpha"]
+    a = baselines.beta_shape_for_epsilon(hyperparameters["epsilon"], splits.num_classes, alpha)
+    settings = {"alpha": alpha, "a": round(a, 4), "epsilon": hyperparameters["epsilon"]}
+    return baselines.BetaSmoothingLoss(alpha=alpha, a=a), splits.train, settings
 
 
 def _row(name, temps, temperature, hyperparameters, result):

@@ -88,3 +88,74 @@ class TestBootstrapSoft:
     def test_bad_beta(self, beta):
         with pytest.raises(ValueError, match="Invalid value for argument `beta`"):
             BootstrapSoftLoss(beta=beta)
+
+
+class TestBetaSmoothing:
+    def test_targets_against_numpy(self, rng):
+        from keras_ils.baselines import beta_smoothing_targets
+
+        labels, logits, samples = rng.integers(0, 4, 12), rng.normal(size=(12, 4)), rng.beta(3.0, 1.0, 12)
+        p_t = reference.softmax(logits)[np.arange(12), labels]
+        b = np.empty(12)
+        b[np.argsort(p_t)] = np.sort(samples)  # least confident gets the smallest b
+        smoothed = b[:, None] * np.eye(4)[labels] + ((1 - b) / 3)[:, None] * (1 - np.eye(4)[labels])
+        want = 0.4 * np.eye(4)[labels] + 0.6 * smoothed
+        got = keras.ops.convert_to_numpy(beta_smoothing_targets(np.eye(4)[labels], logits, samples, alpha=0.4))
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        np.testing.assert_allclose(got.sum(1), 1.0, rtol=1e-6)
+
+    def test_loss_is_cross_entropy_against_the_seeded_draws(self, rng):
+        from keras_ils.baselines import BetaSmoothingLoss, beta_smoothing_targets
+
+        labels, logits = rng.integers(0, 3, 10), rng.normal(size=(10, 3)).astype("float32")
+        got = BetaSmoothingLoss(alpha=0.4, a=2.0, seed=7, reduction=None)(labels, logits)
+        samples = keras.random.uniform((10,), seed=keras.random.SeedGenerator(7)) ** 0.5  # Beta(2, 1) draws
+        want = reference.cross_entropy(
+            keras.ops.convert_to_numpy(beta_smoothing_targets(np.eye(3)[labels], logits, samples, 0.4)), logits
+        )
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(got), want, rtol=1e-5)
+
+    @pytest.mark.parametrize("epsilon, k", [(0.1, 10), (0.05, 3), (0.2, 100)])
+    def test_shape_matches_the_ls_true_class_mass(self, epsilon, k):
+        from keras_ils.baselines import beta_shape_for_epsilon
+
+        a = beta_shape_for_epsilon(epsilon, k, alpha=0.4)
+        draws = np.random.default_rng(0).beta(a, 1.0, 400_000)
+        assert np.mean(0.4 + 0.6 * draws) == pytest.approx(1 - epsilon + epsilon / k, abs=2e-3)
+
+    def test_draws_follow_beta_a_1(self, rng):
+        from scipy import stats
+
+        from keras_ils.baselines import BetaSmoothingLoss, beta_smoothing_targets
+
+        labels = np.zeros(20000, "int32")
+        logits = rng.normal(size=(20000, 2)).astype("float32")
+        loss = BetaSmoothingLoss(alpha=0.0, a=3.0, seed=3)
+        uniform = keras.random.uniform((20000,), seed=loss._seed_generator)
+        b = keras.ops.convert_to_numpy(uniform) ** (1 / 3.0)
+        assert stats.kstest(b, stats.beta(3.0, 1.0).cdf).pvalue > 0.01
+        targets = keras.ops.convert_to_numpy(beta_smoothing_targets(np.eye(2)[labels], logits, b, alpha=0.0))
+        np.testing.assert_allclose(np.sort(targets[:, 0]), np.sort(b), rtol=1e-6)
+
+    def test_trains_and_serialises(self, tmp_path, rng):
+        from keras_ils.baselines import BetaSmoothingLoss
+
+        loss = BetaSmoothingLoss(alpha=0.4, a=3.0, seed=1)
+        assert BetaSmoothingLoss.from_config(loss.get_config()).get_config() == loss.get_config()
+        x, y = rng.normal(size=(32, 3)).astype("float32"), rng.integers(0, 3, 32)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
+        model.compile(optimizer="sgd", loss=loss, jit_compile=True)
+        history = model.fit(x, y, epochs=2, batch_size=8, verbose=0)
+        assert np.isfinite(history.history["loss"]).all()
+        model.save(tmp_path / "m.keras")
+        assert keras.saving.load_model(tmp_path / "m.keras").loss.get_config() == loss.get_config()
+
+    def test_bad_arguments(self):
+        from keras_ils.baselines import BetaSmoothingLoss, beta_shape_for_epsilon
+
+        with pytest.raises(ValueError, match="Invalid value for argument `alpha`"):
+            BetaSmoothingLoss(alpha=1.0)
+        with pytest.raises(ValueError, match="Invalid value for argument `a`"):
+            BetaSmoothingLoss(a=0)
+        with pytest.raises(ValueError, match="No Beta"):
+            beta_shape_for_epsilon(0.9, 100, alpha=0.4)

@@ -126,3 +126,32 @@ def test_help_of_every_subcommand():
         )
         assert result.returncode == 0 and "usage: keras-ils" in result.stdout
     assert "--teacher-cache" in result.stdout and "--strategy" in result.stdout
+
+
+def test_all_methods_give_the_papers_full_list(tmp_path):
+    assert cli.main(["run", "--methods", "all", "--epochs", "2", "--output-dir", str(tmp_path / "o")]) == 0
+    rows = json.loads((tmp_path / "o" / "results.json").read_text())["rows"]
+    names = [row["model"] for row in rows]
+    paper = [
+        "No LS",
+        "No LS + TempS",
+        "Dis",
+        "cLS",
+        "BS_Soft",
+        "Beta",
+        "LS",
+        "LS + TempS",
+        "ILS1",
+        "ILS2",
+        "ILS",
+        "ILS + TempS",
+    ]
+    assert [n for n in names if n in paper] == paper
+    assert len(names) == 18  # every student also with + TempS
+    assert all(np.isfinite(row["all"]["nll"]) for row in rows)
+
+
+def test_unknown_method_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--methods", "ls,mixup"])
+    assert exit_info.value.code == 2 and "mixup" in capsys.readouterr().err
