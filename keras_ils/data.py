@@ -151,6 +151,15 @@ def predict_with_labels(model, data, batch_size: int = 256):
     `data` is a `tf.data.Dataset` of batched `(x, y)` pairs (or tfds dicts),
     or a tuple `(x, y)` of arrays. Outputs and `y` come from the same pass, so
     a shuffling dataset can never mis-pair them.
+
+    Example:
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    >>> ds = tf.data.Dataset.from_tensor_slices((np.zeros((5, 2)), [0, 1, 2, 1, 0])).shuffle(5)
+    >>> outputs, labels = predict_with_labels(model, ds.batch(2))
+    >>> outputs.shape, sorted(labels.tolist())
+    ((5, 3), [0, 0, 1, 1, 2])
     """
     if isinstance(data, (tuple, list)):
         if len(data) != 2:

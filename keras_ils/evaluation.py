@@ -33,7 +33,14 @@ def scores(outputs, labels, *, from_logits: bool = True, num_bins: int = 15) -> 
 
 
 def evaluate_outputs(outputs, labels, *, from_logits: bool = True, groups: dict | None = None, num_bins: int = 15):
-    """`evaluate` for predictions already made: `{"all": {...}, group: {...}}` with counts."""
+    """`evaluate` for predictions already made: `{"all": {...}, group: {...}}` with counts.
+
+    Example:
+
+    >>> out = evaluate_outputs(np.log([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]), [0, 1, 1], groups={"a": [1, 1, 0]})
+    >>> round(out["all"]["accuracy"], 4), out["a"]["count"], out["a"]["accuracy"]
+    (0.6667, 2, 1.0)
+    """
     outputs, labels = np.asarray(outputs), np.asarray(labels)
     result = {"all": {**scores(outputs, labels, from_logits=from_logits, num_bins=num_bins), "count": len(labels)}}
     for name, mask in (groups or {}).items():

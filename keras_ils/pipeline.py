@@ -61,14 +61,14 @@ def default_hyperparameters(dataset_name: str, **overrides) -> dict:
     return chosen
 
 
-def method_hyperparameters(method: str, chosen: dict) -> dict:
+def _method_hyperparameters(method: str, chosen: dict) -> dict:
     """The subset of `chosen` that `method` uses (what the table and JSON report)."""
     used = {"none": (), "ls": ("epsilon",), "ils1": ("p1", "p2"), "ils2": ("epsilon", "temperature")}
     return {k: chosen[k] for k in used.get(method, ("p1", "p2", "temperature"))}
 
 
 @contextlib.contextmanager
-def staged_output(output_dir: str):
+def _staged_output(output_dir: str):
     """Yields a staging directory; on success its files land in `output_dir`, on failure nothing does."""
     parent = os.path.dirname(os.path.abspath(output_dir))
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
@@ -89,10 +89,10 @@ def staged_output(output_dir: str):
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def student_setup(method, splits, train_with_teacher, hyperparameters):
+def _student_setup(method, splits, train_with_teacher, hyperparameters):
     """`(loss, training dataset, reported settings)` of one student method."""
     if method in STUDENT_METHODS:
-        used = method_hyperparameters(method, hyperparameters)
+        used = _method_hyperparameters(method, hyperparameters)
         return ILSLoss(method=method, **used), train_with_teacher, used
     if method == "dis":
         settings = BASELINE_SETTINGS["dis"]
@@ -159,7 +159,7 @@ def run(
     test = training.evaluation_pipeline(splits.test)
     progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
 
-    with staged_output(output_dir) as staging:
+    with _staged_output(output_dir) as staging:
         rows = []
 
         def record(name, temps, model, temperature, hyperparameters_used):
@@ -198,7 +198,7 @@ def run(
         teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
         train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
         for index, method in enumerate(methods, start=1):
-            loss, train_set, used = student_setup(method, splits, train_with_teacher, hyperparameters)
+            loss, train_set, used = _student_setup(method, splits, train_with_teacher, hyperparameters)
             student = train_model(loss, train_set, seed + index)
             record(METHOD_NAMES[method], False, student, 1.0, used)
             student_scaled, t_student = calibrated(student)
@@ -214,11 +214,11 @@ def run(
         }
         with open(os.path.join(staging, "results.json"), "w") as file:
             json.dump(results, file, indent=2)
-        write_csv(rows, os.path.join(staging, "results.csv"))
+        _write_csv(rows, os.path.join(staging, "results.csv"))
     return results
 
 
-def write_csv(rows, path):
+def _write_csv(rows, path):
     groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g != "hyperparameters"]
     header = ["model", "temps", "temperature", "hyperparameters"]
     header += [f"{g}_{c}" if g != "all" else c for g in groups for c in (*evaluation.COLUMNS, "count")]

@@ -25,6 +25,14 @@ def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15,
 
     Returns:
         `path`.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> rng = np.random.default_rng(0)
+    >>> path = os.path.join(tempfile.mkdtemp(), "reliability.png")
+    >>> reliability_diagram(rng.dirichlet([1, 1, 1], 200), rng.integers(0, 3, 200), path, title="demo") == path
+    True
     """
     import matplotlib
 

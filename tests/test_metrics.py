@@ -152,7 +152,11 @@ class TestSerialization:
     def test_keras_file_round_trip(self, tmp_path, rng):
         labels, _, logits = _data(rng, n=64)
         model = keras.Sequential([keras.Input((K,)), keras.layers.Dense(K)])
-        model.compile(loss="sparse_categorical_crossentropy", metrics=metrics.calibration_metrics(K, from_logits=True))
+        model.compile(
+            optimizer="sgd",
+            loss="sparse_categorical_crossentropy",
+            metrics=metrics.calibration_metrics(K, from_logits=True),
+        )
         before = model.evaluate(logits, labels, verbose=0, return_dict=True)
         model.save(tmp_path / "m.keras")
         loaded = keras.saving.load_model(tmp_path / "m.keras")
