@@ -10,7 +10,7 @@
   target `beta * y + (1 - beta) * p` with `p` the current prediction, not
   back-propagated.
 - Beta smoothing (Zhang & Sabuncu, 2020): `BetaSmoothingLoss`, per-example
-  smoothing `b ~ Beta(a, 1)` handed out by confidence rank, `a` from the tuned
+  smoothing `b ~ Beta(a, 1)` handed out by confidence rank within the batch, `a` from the tuned
   LS epsilon (`beta_shape_for_epsilon`).
 - Dis, one-level self-distillation: `keras_ils.distillation`.
 - No LS + TempS and LS + TempS: `ILSLoss(method="none" | "ls")` then
@@ -143,28 +143,35 @@ class BootstrapSoftLoss(keras.losses.Loss):
         return {**super().get_config(), "beta": self.beta, "dtype": self._dtype_policy.name}
 
 
-def beta_shape_for_epsilon(epsilon: float, num_classes: int, alpha: float = 0.4) -> float:
-    """The `a` of `Beta(a, 1)` that gives Beta smoothing LS's expected true-class target.
+def _check_alpha(alpha):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"Invalid value for argument `alpha`. Expected a float in [0, 1]. Received: alpha={alpha!r}")
+    return float(alpha)
 
-    Solves `E[alpha + (1 - alpha) * b] = 1 - epsilon + epsilon / K` with
-    `E[b] = a / (a + 1)`: on average Beta smoothing puts on the true class the
-    mass that LS with the tuned `epsilon` puts there. (The ILS paper writes the
-    condition as `E[alpha + (1 - alpha) b_i] = epsilon_LS`, which no `a` can
-    meet for `epsilon_LS < alpha`; this is its true-class reading.)
+
+def beta_shape_for_epsilon(epsilon: float, num_classes: int, alpha: float = 0.4) -> float:
+    """The `a` of `Beta(a, 1)` that gives Beta smoothing LS's expected smoothing mass.
+
+    Solves `E[alpha * (1 - b)] = epsilon * (K - 1) / K` with `E[b] = a / (a + 1)`:
+    on average Beta smoothing moves off the true class the mass that LS with the
+    tuned `epsilon` moves. (The ILS paper states the condition as
+    `E[alpha + (1 - alpha) b_i] = epsilon_LS`, which no `a` meets when
+    `epsilon_LS < alpha = 0.4`; matching the smoothing mass is our reading. With
+    `epsilon = 0.1` it gives `a` near the authors' default of 3.)
 
     Example:
 
-    >>> round(beta_shape_for_epsilon(0.1, 10, alpha=0.4), 4)   # E[b] = 0.85
-    5.6667
+    >>> round(beta_shape_for_epsilon(0.1, 10, alpha=0.4), 4)   # E[b] = 0.775
+    3.4444
     """
     _targets.validate_hyperparameters("ls", epsilon=epsilon)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha < 1.0:
-        raise ValueError(f"Invalid value for argument `alpha`. Expected a float in [0, 1). Received: alpha={alpha!r}")
-    mean_b = (1.0 - epsilon + epsilon / num_classes - alpha) / (1.0 - alpha)
+    if _check_alpha(alpha) == 0.0:
+        raise ValueError("Invalid value for argument `alpha`. Expected a float in (0, 1] to match an epsilon.")
+    mean_b = 1.0 - epsilon * (num_classes - 1) / (num_classes * alpha)
     if not 0.0 < mean_b < 1.0:
         raise ValueError(
-            f"No Beta(a, 1) matches epsilon={epsilon} with alpha={alpha}: the true-class target "
-            f"{1 - epsilon + epsilon / num_classes:.4f} must exceed alpha."
+            f"No Beta(a, 1) matches epsilon={epsilon} with alpha={alpha}: the smoothing mass "
+            f"{epsilon * (num_classes - 1) / num_classes:.4f} must be below alpha (and above 0)."
         )
     return mean_b / (1.0 - mean_b)
 
@@ -173,18 +180,21 @@ def beta_smoothing_targets(one_hot, student_logits, beta_samples, alpha: float =
     """Beta smoothing targets (Zhang & Sabuncu, 2020), the samples assigned by confidence rank.
 
     The batch's `b` samples are sorted and handed out by the rank of each
-    example's own (not back-propagated) predicted true-class probability: the
+    example's predicted true-class probability (not back-propagated): the
     least confident example gets the smallest `b`, i.e. the most smoothing.
+    The authors' code ranks by an exponential-moving-average copy of the
+    network (decay 0.999); here the network's own current prediction ranks,
+    which needs no second set of weights.
 
     Formula:
 
     ```
-    y = alpha * onehot + (1 - alpha) * (b * onehot + (1 - b) / (K - 1) * (1 - onehot))
+    y = (1 - alpha) * onehot + alpha * (b * onehot + (1 - b) / (K - 1) * (1 - onehot))
     ```
 
     Example:
 
-    >>> y = beta_smoothing_targets(np.eye(2)[[0, 0]], np.log([[0.9, 0.1], [0.6, 0.4]]), [0.5, 1.0], alpha=0.0)
+    >>> y = beta_smoothing_targets(np.eye(2)[[0, 0]], np.log([[0.9, 0.1], [0.6, 0.4]]), [0.5, 1.0], alpha=1.0)
     >>> np.round(keras.ops.convert_to_numpy(y), 4).tolist()   # the confident row gets b = 1.0
     [[1.0, 0.0], [0.5, 0.5]]
     """
@@ -195,7 +205,7 @@ def beta_smoothing_targets(one_hot, student_logits, beta_samples, alpha: float =
     b = ops.take(ops.sort(ops.cast(beta_samples, student_logits.dtype)), rank)[:, None]
     num_classes = ops.cast(ops.shape(one_hot)[-1], one_hot.dtype)
     smoothed = b * one_hot + (1.0 - b) / (num_classes - 1.0) * (1.0 - one_hot)
-    return alpha * one_hot + (1.0 - alpha) * smoothed
+    return (1.0 - alpha) * one_hot + alpha * smoothed
 
 
 @_register
@@ -209,8 +219,9 @@ class BetaSmoothingLoss(keras.losses.Loss):
     too; select models on `keras_ils.metrics.NegativeLogLikelihood` (`val_nll`).
 
     Args:
-        alpha: weight of the hard label, in `[0, 1)`. Defaults to `0.4` (the
-            authors' recommendation, used by the ILS paper).
+        alpha: weight of the Beta-smoothed part (`1 - alpha` stays on the hard
+            label), in `[0, 1]`. Defaults to `0.4`, the ILS paper's setting
+            (the authors' code defaults to 0.6).
         a: shape `a > 0` of `Beta(a, 1)`. Defaults to `1.0`.
         seed: seed of the Beta draws. Defaults to `None`.
         reduction: Defaults to `"sum_over_batch_size"`.
@@ -237,10 +248,7 @@ class BetaSmoothingLoss(keras.losses.Loss):
         dtype=None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha < 1.0:
-            raise ValueError(
-                f"Invalid value for argument `alpha`. Expected a float in [0, 1). Received: alpha={alpha!r}"
-            )
+        _check_alpha(alpha)
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not a > 0:
             raise ValueError(f"Invalid value for argument `a`. Expected a float > 0. Received: a={a!r}")
         self.alpha, self.a, self.seed = float(alpha), float(a), seed

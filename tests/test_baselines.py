@@ -99,7 +99,7 @@ class TestBetaSmoothing:
         b = np.empty(12)
         b[np.argsort(p_t)] = np.sort(samples)  # least confident gets the smallest b
         smoothed = b[:, None] * np.eye(4)[labels] + ((1 - b) / 3)[:, None] * (1 - np.eye(4)[labels])
-        want = 0.4 * np.eye(4)[labels] + 0.6 * smoothed
+        want = 0.6 * np.eye(4)[labels] + 0.4 * smoothed  # (1 - alpha) hard + alpha Beta-smoothed
         got = keras.ops.convert_to_numpy(beta_smoothing_targets(np.eye(4)[labels], logits, samples, alpha=0.4))
         np.testing.assert_allclose(got, want, rtol=1e-5)
         np.testing.assert_allclose(got.sum(1), 1.0, rtol=1e-6)
@@ -116,12 +116,13 @@ class TestBetaSmoothing:
         np.testing.assert_allclose(keras.ops.convert_to_numpy(got), want, rtol=1e-5)
 
     @pytest.mark.parametrize("epsilon, k", [(0.1, 10), (0.05, 3), (0.2, 100)])
-    def test_shape_matches_the_ls_true_class_mass(self, epsilon, k):
+    def test_shape_matches_the_ls_smoothing_mass(self, epsilon, k):
         from keras_ils.baselines import beta_shape_for_epsilon
 
         a = beta_shape_for_epsilon(epsilon, k, alpha=0.4)
         draws = np.random.default_rng(0).beta(a, 1.0, 400_000)
-        assert np.mean(0.4 + 0.6 * draws) == pytest.approx(1 - epsilon + epsilon / k, abs=2e-3)
+        # expected smoothing mass alpha * (1 - b) equals LS's epsilon * (K - 1) / K
+        assert np.mean(0.4 * (1 - draws)) == pytest.approx(epsilon * (k - 1) / k, abs=2e-3)
 
     def test_draws_follow_beta_a_1(self, rng):
         from scipy import stats
@@ -130,11 +131,11 @@ class TestBetaSmoothing:
 
         labels = np.zeros(20000, "int32")
         logits = rng.normal(size=(20000, 2)).astype("float32")
-        loss = BetaSmoothingLoss(alpha=0.0, a=3.0, seed=3)
+        loss = BetaSmoothingLoss(alpha=1.0, a=3.0, seed=3)
         uniform = keras.random.uniform((20000,), seed=loss._seed_generator)
         b = keras.ops.convert_to_numpy(uniform) ** (1 / 3.0)
         assert stats.kstest(b, stats.beta(3.0, 1.0).cdf).pvalue > 0.01
-        targets = keras.ops.convert_to_numpy(beta_smoothing_targets(np.eye(2)[labels], logits, b, alpha=0.0))
+        targets = keras.ops.convert_to_numpy(beta_smoothing_targets(np.eye(2)[labels], logits, b, alpha=1.0))
         np.testing.assert_allclose(np.sort(targets[:, 0]), np.sort(b), rtol=1e-6)
 
     def test_trains_and_serialises(self, tmp_path, rng):
@@ -154,8 +155,8 @@ class TestBetaSmoothing:
         from keras_ils.baselines import BetaSmoothingLoss, beta_shape_for_epsilon
 
         with pytest.raises(ValueError, match="Invalid value for argument `alpha`"):
-            BetaSmoothingLoss(alpha=1.0)
+            BetaSmoothingLoss(alpha=1.5)
         with pytest.raises(ValueError, match="Invalid value for argument `a`"):
             BetaSmoothingLoss(a=0)
         with pytest.raises(ValueError, match="No Beta"):
-            beta_shape_for_epsilon(0.9, 100, alpha=0.4)
+            beta_shape_for_epsilon(0.5, 10, alpha=0.4)
