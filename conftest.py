@@ -22,6 +22,18 @@ def _doctest_namespace(doctest_namespace):
     doctest_namespace["keras"] = keras
 
 
+@pytest.fixture(scope="session")
+def mirrored_strategy():
+    """One MirroredStrategy over the 2 logical CPUs for the whole run.
+
+    Several strategies in one process hand out clashing collective-op instance
+    keys on CPU ("Shape mismatch in the collective instance"), so tests share one.
+    """
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+    assert len(devices) == 2
+    return tf.distribute.MirroredStrategy(devices)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -78,12 +78,11 @@ def test_dataset_without_labels():
         data.as_pairs(tf.data.Dataset.from_tensor_slices({"image": np.zeros((3, 2))}))
 
 
-def test_fit_on_attached_targets_under_mirrored_strategy():
+def test_fit_on_attached_targets_under_mirrored_strategy(mirrored_strategy):
     import keras
 
     x, y, logits = _source(n=64)
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
-    strategy = tf.distribute.MirroredStrategy(devices)
+    strategy = mirrored_strategy
     train = data.with_teacher_targets(tf.data.Dataset.from_tensor_slices((x, y)), logits).shuffle(64).batch(16)
     with strategy.scope():
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4)])

@@ -28,11 +28,10 @@ def _setups(teacher):
 
 
 @pytest.mark.parametrize("name", ["ils", "dis_cached", "beta", "bs_soft", "online_teacher", "distiller"])
-def test_fit_under_mirrored_strategy(name):
+def test_fit_under_mirrored_strategy(name, mirrored_strategy):
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(64, 3)).astype("float32"), rng.integers(0, 3, 64).astype("int32")
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
-    strategy = tf.distribute.MirroredStrategy(devices)
+    strategy = mirrored_strategy
     with strategy.scope():
         teacher = _net()
         model, loss, needs_teacher_targets = _setups(teacher)[name]()
