@@ -45,7 +45,7 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--online", action="store_true", help="run the teacher inside each training step")
     parser.add_argument("--mirrored", action="store_true", help="MirroredStrategy over the visible GPUs")
-    parser.add_argument("--cache", default="teacher_logits.npz", help="teacher-logits cache file")
+    parser.add_argument("--cache", default=None, help="teacher-logits cache file (refused if it is stale)")
     args = parser.parse_args(argv)
 
     splits = datasets.load_tfds(args.dataset, data_dir=args.data_dir)

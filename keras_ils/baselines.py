@@ -7,8 +7,8 @@
   a row of logits `-distance / scale`, `teacher_targets(y, rows[y])`
   carries them, and `ILSLoss(method="ils2", epsilon=...)` trains on them.
 - BS_Soft, soft bootstrapping (Reed et al., 2015): `BootstrapSoftLoss`, the
-  target `beta * y + (1 - beta) * p` with `p` the current prediction, not
-  back-propagated.
+  target `beta * y + (1 - beta) * p` with `p` the current prediction
+  (differentiated, as Reed et al.; see the class for why).
 - Beta smoothing (Zhang & Sabuncu, 2020): `BetaSmoothingLoss`, per-example
   smoothing `b ~ Beta(a, 1)` handed out by confidence rank within the batch, `a` from the tuned
   LS epsilon (`beta_shape_for_epsilon`).
@@ -85,8 +85,15 @@ def class_similarity_logits(data, num_classes: int, temperature: float = 1.0) ->
     return (-distances / (temperature * max(scale, 1e-12))).astype(np.float32)
 
 
-def bootstrap_targets(one_hot, student_logits, beta: float = 0.95):
-    """Soft-bootstrapping targets `beta * y + (1 - beta) * softmax(student)`, the prediction not back-propagated.
+def bootstrap_targets(one_hot, student_logits, beta: float = 0.95, back_propagate_prediction: bool = True):
+    """Soft-bootstrapping targets `beta * y + (1 - beta) * softmax(student)`.
+
+    With `back_propagate_prediction=True` (Reed et al.'s formulation) the
+    gradient flows through the prediction inside the target too, which makes
+    the loss `beta * CE + (1 - beta) * entropy(p)`: minimum-entropy
+    regularisation. With `False` the gradient of the cross-entropy is exactly
+    `beta * (p - y)`, i.e. plain cross-entropy scaled by `beta`, which an
+    adaptive optimizer such as Adam cannot tell from No LS.
 
     Example:
 
@@ -97,13 +104,26 @@ def bootstrap_targets(one_hot, student_logits, beta: float = 0.95):
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 < beta <= 1.0:
         raise ValueError(f"Invalid value for argument `beta`. Expected a float in (0, 1]. Received: beta={beta!r}")
     student_logits = ops.convert_to_tensor(student_logits)
-    prediction = ops.stop_gradient(ops.softmax(student_logits, axis=-1))
+    prediction = ops.softmax(student_logits, axis=-1)
+    if not back_propagate_prediction:
+        prediction = ops.stop_gradient(prediction)
     return beta * ops.cast(one_hot, prediction.dtype) + (1.0 - beta) * prediction
 
 
 @_register
 class BootstrapSoftLoss(keras.losses.Loss):
     """BS_Soft: cross-entropy against `beta * y + (1 - beta) * p`, `p` the student's own prediction.
+
+    Formula (Reed et al., 2015, soft bootstrapping):
+
+    ```
+    loss = -sum_j (beta * y_j + (1 - beta) * p_j) * log p_j  =  beta * CE(y, p) + (1 - beta) * H(p)
+    ```
+
+    The gradient flows through both `p`s by default, as in Reed et al. The
+    issue-tracker wording "the prediction not back-propagated" is available as
+    `back_propagate_prediction=False`, but then the loss's gradient is exactly
+    `beta` times plain cross-entropy's (see `bootstrap_targets`).
 
     `y_true` may be sparse labels, one-hot targets or teacher targets (the
     teacher part is ignored). The loss value stays bootstrapped in evaluation
@@ -113,6 +133,8 @@ class BootstrapSoftLoss(keras.losses.Loss):
     Args:
         beta: weight of the given labels, in `(0, 1]`. Defaults to `0.95`
             (Reed et al.'s recommendation, used by the paper).
+        back_propagate_prediction: whether the target's `p` is differentiated.
+            Defaults to `True`.
         reduction: Defaults to `"sum_over_batch_size"`.
         name: Defaults to `"bootstrap_soft"`.
         dtype: Defaults to `None`.
@@ -127,20 +149,34 @@ class BootstrapSoftLoss(keras.losses.Loss):
         Reed et al. (2015), "Training deep neural networks on noisy labels with bootstrapping".
     """
 
-    def __init__(self, beta: float = 0.95, reduction="sum_over_batch_size", name: str = "bootstrap_soft", dtype=None):
+    def __init__(
+        self,
+        beta: float = 0.95,
+        back_propagate_prediction: bool = True,
+        reduction="sum_over_batch_size",
+        name: str = "bootstrap_soft",
+        dtype=None,
+    ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         bootstrap_targets(np.eye(2)[:1], np.zeros((1, 2)), beta)  # validates beta
         self.beta = float(beta)
+        self.back_propagate_prediction = bool(back_propagate_prediction)
 
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]
         labels = _targets.hard_labels(y_true, num_classes, len(y_pred.shape))
-        targets = bootstrap_targets(ops.one_hot(labels, num_classes), y_pred, self.beta)
+        one_hot = ops.one_hot(labels, num_classes)
+        targets = bootstrap_targets(one_hot, y_pred, self.beta, self.back_propagate_prediction)
         return ops.categorical_crossentropy(targets, y_pred, from_logits=True)
 
     def get_config(self):
-        return {**super().get_config(), "beta": self.beta, "dtype": self._dtype_policy.name}
+        return {
+            **super().get_config(),
+            "beta": self.beta,
+            "back_propagate_prediction": self.back_propagate_prediction,
+            "dtype": self._dtype_policy.name,
+        }
 
 
 def _check_alpha(alpha):

@@ -78,6 +78,8 @@ def load_npz(path: str, validation_fraction: float = 0.1, seed: int = 0) -> Spli
             raise ValueError(f"{path} lacks the arrays {missing}; expected {list(NPZ_KEYS)}.")
         x_train, y_train, x_test, y_test = (np.asarray(stored[k]) for k in NPZ_KEYS)
     for x, y, split in ((x_train, y_train, "train"), (x_test, y_test, "test")):
+        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+            raise ValueError(f"{path}: x_{split} must be numeric; it has dtype {x.dtype}.")
         if len(x) != len(y):
             raise ValueError(f"{path}: x_{split} has {len(x)} rows but y_{split} has {len(y)}.")
         if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):

@@ -8,12 +8,9 @@ only when everything succeeded.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
-import shutil
-import tempfile
 
 import keras
 import numpy as np
@@ -21,10 +18,11 @@ import tensorflow as tf
 
 from keras_ils import baselines, data, distillation, evaluation, models, plots, training
 from keras_ils import metrics as _metrics
+from keras_ils._files import staged_directory
 from keras_ils.calibration import calibrate
 from keras_ils.losses import ILSLoss
 from keras_ils.targets import validate_hyperparameters
-from keras_ils.teacher import compute_teacher_logits
+from keras_ils.teacher import compute_teacher_logits, read_cache
 
 METHOD_NAMES = {
     "none": "No LS",
@@ -41,13 +39,14 @@ STUDENT_METHODS = ("ls", "ils1", "ils2", "ils")
 # The paper's comparison (Table 3): every baseline of §6 and every ILS variant, in the paper's order.
 ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
 BASELINE_SETTINGS = {
-    "dis": dict(weight=0.9, teacher_temperature=20.0, student_temperature=1.0),
+    # the paper's self-distillation (appendix): log-loss against the teacher's predictions, both temperatures 1
+    "dis": dict(weight=1.0, teacher_temperature=1.0, student_temperature=1.0),
     "bs_soft": dict(beta=0.95),
     "beta": dict(alpha=0.4),
 }
 
-# Untuned starting points (the `tune` command searches the paper's grids): the synthetic values are the
-# paper's averages of tuned values (Table 4); the image values sit inside its grids for real data.
+# Untuned starting points (the package does not tune yet): the synthetic values are the paper's averages
+# of tuned values (Table 4); the image values sit inside its grids for real data.
 DEFAULT_HYPERPARAMETERS = {
     "synthetic": dict(epsilon=0.05, p1=0.8, p2=2.0, temperature=1.0),
     "other": dict(epsilon=0.1, p1=0.9, p2=1.5, temperature=1.0),
@@ -65,28 +64,6 @@ def _method_hyperparameters(method: str, chosen: dict) -> dict:
     """The subset of `chosen` that `method` uses (what the table and JSON report)."""
     used = {"none": (), "ls": ("epsilon",), "ils1": ("p1", "p2"), "ils2": ("epsilon", "temperature")}
     return {k: chosen[k] for k in used.get(method, ("p1", "p2", "temperature"))}
-
-
-@contextlib.contextmanager
-def _staged_output(output_dir: str):
-    """Yields a staging directory; on success its files land in `output_dir`, on failure nothing does."""
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-        raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
-    try:
-        os.makedirs(parent, exist_ok=True)
-        staging = tempfile.mkdtemp(dir=parent, prefix=".keras-ils-staging-")
-    except OSError as error:
-        raise ValueError(f"Cannot write the output directory {output_dir}: {error.strerror or error}.") from error
-    try:
-        yield staging
-        if not os.path.exists(output_dir):
-            os.replace(staging, output_dir)
-            return
-        for name in os.listdir(staging):
-            os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _student_setup(method, splits, train_with_teacher, hyperparameters):
@@ -152,6 +129,8 @@ def run(
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise ValueError(f"Invalid value for argument `methods`. Expected some of {ALL_METHODS}. Received: {unknown}")
+    if teacher_cache is not None and os.path.exists(teacher_cache):
+        read_cache(teacher_cache)  # an unreadable file fails now, not after the teacher has trained
     hyperparameters = hyperparameters or default_hyperparameters(splits.name)
     recipe = recipe or training.recipe_for(model_name, splits.name)
     strategy = strategy or tf.distribute.get_strategy()
@@ -159,7 +138,7 @@ def run(
     test = training.evaluation_pipeline(splits.test)
     progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
 
-    with _staged_output(output_dir) as staging:
+    with staged_directory(output_dir) as staging:
         rows = []
 
         def record(name, temps, model, temperature, hyperparameters_used):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import numpy as np
 
 from keras_ils import metrics as _metrics
+from keras_ils._files import atomic_write
 
 
 def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15, title: str | None = None) -> str:
@@ -74,15 +72,8 @@ def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15,
     bottom.set_xlim(0, 1)
     figure.tight_layout()
 
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".png.tmp")
-    os.close(handle)
     try:
-        figure.savefig(temporary, format="png", dpi=100)
-        os.replace(temporary, path)
+        atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
     finally:
         plt.close(figure)
-        if os.path.exists(temporary):
-            os.remove(temporary)
     return path

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import zipfile
 from typing import NamedTuple
 
 import keras
@@ -23,6 +23,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ils import targets as _targets
+from keras_ils._files import atomic_write
 from keras_ils.data import as_pairs, predict_with_labels
 
 CACHE_FORMAT = 1
@@ -48,52 +49,60 @@ def teacher_fingerprint(teacher: keras.Model, temperature: float = 1.0) -> str:
     return digest.hexdigest()
 
 
-def _fingerprint(labels, num_classes, teacher_hash):
-    labels = np.ascontiguousarray(labels, dtype=np.int64)
+def _dataset_digest(dataset, batch_size=1024):
+    """`(labels [N] int64, sha256 of every example's features and label, in order)` in one pass."""
+    digest, labels = hashlib.sha256(), []
+    for x, y in dataset.batch(batch_size):
+        for tensor in tf.nest.flatten(x):
+            digest.update(np.ascontiguousarray(tensor.numpy()).tobytes())
+        labels.append(y.numpy())
+    labels = np.concatenate(labels).astype(np.int64) if labels else np.zeros(0, np.int64)
+    digest.update(labels.tobytes())
+    return labels, digest.hexdigest()
+
+
+def _fingerprint(labels, data_hash, num_classes, teacher_hash):
     return {
         "format": CACHE_FORMAT,
         "count": int(len(labels)),
         "num_classes": int(num_classes),
-        "labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest(),
+        "labels_sha256": hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest(),
+        "data_sha256": data_hash,
         "teacher_sha256": teacher_hash,
     }
 
 
-def _labels_of(dataset, batch_size):
-    return np.concatenate([y.numpy() for _, y in dataset.batch(batch_size)]).astype(np.int64)
+def read_cache(path: str) -> TeacherLogits:
+    """Reads a teacher-logits cache; anything that is not one raises `StaleCacheError`."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            fingerprint = json.loads(str(stored["fingerprint"]))
+            return TeacherLogits(stored["logits"], stored["labels"], fingerprint)
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        raise StaleCacheError(
+            f"{path} is not a readable teacher-logits cache ({type(error).__name__}: {error}). "
+            "Delete it or choose another cache path."
+        ) from error
 
 
 def _load(path, expected):
-    with np.load(path, allow_pickle=False) as stored:
-        found = json.loads(str(stored["fingerprint"]))
-        if found != expected:
-            differing = sorted(k for k in expected if found.get(k) != expected[k])
-            raise StaleCacheError(
-                f"The teacher-logits cache {path} was computed for another dataset or teacher "
-                f"(differs in: {', '.join(differing)}). Delete it or choose another cache path."
-            )
-        return TeacherLogits(stored["logits"], stored["labels"], found)
+    cached = read_cache(path)
+    if cached.fingerprint != expected:
+        differing = sorted(k for k in expected if cached.fingerprint.get(k) != expected[k])
+        raise StaleCacheError(
+            f"The teacher-logits cache {path} was computed for another dataset or teacher "
+            f"(differs in: {', '.join(differing)}). Delete it or choose another cache path."
+        )
+    return cached
 
 
-def _save_atomically(path, teacher_logits):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".teacher-logits-", suffix=".npz.tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            np.savez(
-                file,
-                logits=teacher_logits.logits,
-                labels=teacher_logits.labels,
-                fingerprint=np.array(json.dumps(teacher_logits.fingerprint, sort_keys=True)),
-            )
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+def _save(path, teacher_logits):
+    fingerprint = np.array(json.dumps(teacher_logits.fingerprint, sort_keys=True))
+
+    def write(file):
+        np.savez(file, logits=teacher_logits.logits, labels=teacher_logits.labels, fingerprint=fingerprint)
+
+    atomic_write(path, write)
 
 
 def compute_teacher_logits(
@@ -116,8 +125,9 @@ def compute_teacher_logits(
         batch_size: batch size of the pass. Defaults to `256`.
         cache_path: an `.npz` file. When it exists and its fingerprint (example
             count, class count, sha256 of the labels in order, sha256 of the
-            teacher's weights and temperature) matches, it is loaded instead of
-            running the teacher; when it does not match, `StaleCacheError`.
+            features and labels in order, sha256 of the teacher's weights and
+            temperature) matches, it is loaded instead of running the teacher;
+            when it does not match, or is no cache at all, `StaleCacheError`.
             Written atomically (temporary file + rename).
         **keys: `image_key`/`label_key` for tfds dicts.
 
@@ -142,23 +152,25 @@ def compute_teacher_logits(
     teacher_hash = teacher_fingerprint(teacher, temperature)
     num_classes = teacher.output_shape[-1] if hasattr(teacher, "output_shape") else None
 
+    labels, data_hash = _dataset_digest(dataset)
     if cache_path is not None and os.path.exists(cache_path):
-        labels = _labels_of(dataset, 4096)
         if num_classes is None:  # a subclassed teacher: read K from the cache itself
-            with np.load(cache_path, allow_pickle=False) as stored:
-                num_classes = stored["logits"].shape[-1]
-        return _load(cache_path, _fingerprint(labels, num_classes, teacher_hash))
+            num_classes = read_cache(cache_path).logits.shape[-1]
+        return _load(cache_path, _fingerprint(labels, data_hash, num_classes, teacher_hash))
 
-    logits, labels = predict_with_labels(teacher, dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    logits, predicted_labels = predict_with_labels(teacher, dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE))
     if logits.ndim != 2 or logits.shape[1] < 2:
         raise ValueError(f"The teacher must output logits [batch, K >= 2]. It output shape {logits.shape[1:]}.")
-    labels = labels.astype(np.int64)
+    if not np.array_equal(predicted_labels.astype(np.int64), labels):
+        raise ValueError("`dataset` yielded a different order on a second pass; give it a fixed order.")
     _targets.check_labels_in_range(labels, logits.shape[1])
     result = TeacherLogits(
-        (logits / temperature).astype(np.float32), labels, _fingerprint(labels, logits.shape[1], teacher_hash)
+        (logits / temperature).astype(np.float32),
+        labels,
+        _fingerprint(labels, data_hash, logits.shape[1], teacher_hash),
     )
     if cache_path is not None:
-        _save_atomically(cache_path, result)
+        _save(cache_path, result)
     return result
 
 

@@ -101,6 +101,28 @@ def test_bad_npz_labels(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_unreadable_teacher_cache_fails_before_training(tmp_path, capsys, monkeypatch):
+    from keras_ils import training
+
+    cache = tmp_path / "teacher.npz"
+    cache.write_bytes(b"garbage")
+    monkeypatch.setattr(training, "fit", lambda *a, **k: pytest.fail("trained before checking the cache"))
+    assert cli.main(["run", "--teacher-cache", str(cache), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "not a readable teacher-logits cache" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_output_directory_gets_ordinary_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        assert cli.main(["run", "--epochs", "1", "--methods", "ls", "--output-dir", str(tmp_path / "o")]) == 0
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "o").stat().st_mode & 0o777) == oct(0o755)
+    assert oct((tmp_path / "o" / "results.json").stat().st_mode & 0o777) == oct(0o644)
+    assert oct((tmp_path / "o" / "reliability_ls.png").stat().st_mode & 0o777) == oct(0o644)
+
+
 def test_unwritable_output_directory(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -52,7 +52,29 @@ class TestComputeTeacherLogits:
             compute_teacher_logits(_teacher(seed=1), (x, y), cache_path=path)
         with pytest.raises(StaleCacheError, match="teacher_sha256"):
             compute_teacher_logits(teacher, (x, y), temperature=1.5, cache_path=path)
+        with pytest.raises(StaleCacheError, match="data_sha256"):
+            compute_teacher_logits(teacher, (10 * x, y), cache_path=path)
         assert issubclass(StaleCacheError, ValueError)
+
+    @pytest.mark.parametrize("content", [b"", b"PK\x03\x04 not a zip", None])
+    def test_a_file_that_is_no_cache_raises(self, tmp_path, content):
+        teacher, (x, y) = _teacher(), _data()
+        path = tmp_path / "teacher.npz"
+        if content is None:
+            np.savez(path, something=np.zeros(3))
+        else:
+            path.write_bytes(content)
+        with pytest.raises(StaleCacheError, match="not a readable teacher-logits cache"):
+            compute_teacher_logits(teacher, (x, y), cache_path=str(path))
+
+    def test_cache_file_gets_ordinary_permissions(self, tmp_path):
+        teacher, (x, y) = _teacher(), _data()
+        old = os.umask(0o022)
+        try:
+            compute_teacher_logits(teacher, (x, y), cache_path=str(tmp_path / "teacher.npz"))
+        finally:
+            os.umask(old)
+        assert oct((tmp_path / "teacher.npz").stat().st_mode & 0o777) == oct(0o644)
 
     def test_a_crash_while_writing_leaves_nothing(self, tmp_path, monkeypatch):
         teacher, (x, y) = _teacher(), _data()
