@@ -24,6 +24,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils import targets as _targets
+from keras_ils._checks import number_in, positive
 from keras_ils.data import as_pairs
 
 _register = keras.saving.register_keras_serializable(package="keras_ils")
@@ -54,10 +55,7 @@ def class_similarity_logits(data, num_classes: int, temperature: float = 1.0) ->
     >>> np.round(class_similarity_logits((x, y), 3), 2).tolist()   # mean distance 2
     [[-0.0, -0.5, -1.5], [-0.5, -0.0, -1.0], [-1.5, -1.0, -0.0]]
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(
-            f"Invalid value for argument `temperature`. Expected a float > 0. Received: temperature={temperature!r}"
-        )
+    positive("temperature", temperature)
     if isinstance(data, (tuple, list)):
         features, labels = (np.asarray(a) for a in data)
         if len(features) != len(labels):
@@ -101,8 +99,7 @@ def bootstrap_targets(one_hot, student_logits, beta: float = 0.95, back_propagat
     >>> np.round(keras.ops.convert_to_numpy(y), 4).tolist()
     [[0.6, 0.4]]
     """
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 < beta <= 1.0:
-        raise ValueError(f"Invalid value for argument `beta`. Expected a float in (0, 1]. Received: beta={beta!r}")
+    number_in("beta", beta, 0.0, 1.0, low_open=True)
     student_logits = ops.convert_to_tensor(student_logits)
     prediction = ops.softmax(student_logits, axis=-1)
     if not back_propagate_prediction:
@@ -180,9 +177,7 @@ class BootstrapSoftLoss(keras.losses.Loss):
 
 
 def _check_alpha(alpha):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"Invalid value for argument `alpha`. Expected a float in [0, 1]. Received: alpha={alpha!r}")
-    return float(alpha)
+    return number_in("alpha", alpha, 0.0, 1.0)
 
 
 def beta_shape_for_epsilon(epsilon: float, num_classes: int, alpha: float = 0.4) -> float:
@@ -285,8 +280,7 @@ class BetaSmoothingLoss(keras.losses.Loss):
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         _check_alpha(alpha)
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not a > 0:
-            raise ValueError(f"Invalid value for argument `a`. Expected a float > 0. Received: a={a!r}")
+        positive("a", a)
         self.alpha, self.a, self.seed = float(alpha), float(a), seed
         self._seed_generator = keras.random.SeedGenerator(seed)
 

@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils import targets as _targets
+from keras_ils._checks import positive
 from keras_ils.data import predict_with_labels
 
 
@@ -44,10 +45,7 @@ class TemperatureScaling(keras.layers.Layer):
 
     def __init__(self, temperature: float = 1.0, from_logits: bool = True, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-            raise ValueError(
-                f"Invalid value for argument `temperature`. Expected a float > 0. Received: temperature={temperature!r}"
-            )
+        positive("temperature", temperature)
         self.initial_temperature = float(temperature)
         self.from_logits = bool(from_logits)
 

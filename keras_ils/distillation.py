@@ -30,23 +30,14 @@ import keras
 from keras import ops
 
 from keras_ils import targets as _targets
+from keras_ils._checks import number_in, positive
 from keras_ils.calibration import calibrate
 
 _register = keras.saving.register_keras_serializable(package="keras_ils")
 
 
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"Invalid value for argument `{name}`. Expected a float > 0. Received: {name}={value!r}")
-    return float(value)
-
-
 def _check_weight(weight):
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:
-        raise ValueError(
-            f"Invalid value for argument `weight`. Expected a float in [0, 1]. Received: weight={weight!r}"
-        )
-    return float(weight)
+    return number_in("weight", weight, 0.0, 1.0)
 
 
 def soft_cross_entropy(teacher_logits, student_logits, teacher_temperature=1.0, student_temperature=1.0):
@@ -88,8 +79,8 @@ class SoftTargetDistillation(keras.distillation.DistillationLoss):
     """
 
     def __init__(self, teacher_temperature: float = 20.0, student_temperature: float = 1.0):
-        self.teacher_temperature = _check_positive("teacher_temperature", teacher_temperature)
-        self.student_temperature = _check_positive("student_temperature", student_temperature)
+        self.teacher_temperature = positive("teacher_temperature", teacher_temperature)
+        self.student_temperature = positive("student_temperature", student_temperature)
 
     def compute_loss(self, teacher_outputs, student_outputs, **kwargs):
         return ops.mean(
@@ -193,8 +184,8 @@ class DistillationCrossEntropy(keras.losses.Loss):
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.weight = _check_weight(weight)
-        self.teacher_temperature = _check_positive("teacher_temperature", teacher_temperature)
-        self.student_temperature = _check_positive("student_temperature", student_temperature)
+        self.teacher_temperature = positive("teacher_temperature", teacher_temperature)
+        self.student_temperature = positive("student_temperature", student_temperature)
 
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)

@@ -31,12 +31,9 @@ import keras
 from keras import ops
 
 from keras_ils import targets as _targets
+from keras_ils._checks import integer_at_least
 
 _register = keras.saving.register_keras_serializable(package="keras_ils")
-
-
-def _invalid(name, expected, value):
-    return ValueError(f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}")
 
 
 def bin_index(probabilities, num_bins):
@@ -58,10 +55,8 @@ class _CalibrationMetric(keras.metrics.Metric):
     def __init__(self, num_classes=None, num_bins=15, from_logits=False, name=None, dtype=None, needs_classes=False):
         super().__init__(name=name, dtype=dtype)
         if needs_classes or num_classes is not None:
-            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-                raise _invalid("num_classes", "an int >= 2", num_classes)
-        if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
-            raise _invalid("num_bins", "an int >= 1", num_bins)
+            integer_at_least("num_classes", num_classes, 2)
+        integer_at_least("num_bins", num_bins, 1)
         self.num_classes = num_classes
         self.num_bins = num_bins
         self.from_logits = bool(from_logits)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_ils._checks import integer_at_least
+
 
 def mlp(
     num_classes: int, input_shape: tuple, hidden_layers: int = 5, units: int = 64, name: str = "mlp"
@@ -19,10 +21,7 @@ def mlp(
     References:
         Maher & Kull (2021), §3 (5 hidden layers of 64 ReLU units).
     """
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(
-            f"Invalid value for argument `num_classes`. Expected an int >= 2. Received: num_classes={num_classes!r}"
-        )
+    _check_classes(num_classes)
     layers = [keras.Input(shape=tuple(input_shape))]
     layers += [keras.layers.Dense(units, activation="relu") for _ in range(hidden_layers)]
     layers.append(keras.layers.Dense(num_classes, name="logits"))
@@ -135,10 +134,7 @@ def lenet(num_classes: int, input_shape: tuple = (32, 32, 3), name: str = "lenet
 
 
 def _check_classes(num_classes):
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(
-            f"Invalid value for argument `num_classes`. Expected an int >= 2. Received: num_classes={num_classes!r}"
-        )
+    integer_at_least("num_classes", num_classes, 2)
 
 
 MODEL_NAMES = ("mlp", "lenet", "resnet20", "resnet32", "resnet56", "resnet110", "wrn-16-4", "wrn-28-10")

@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from keras_ils._checks import integer_at_least
+
 NUM_CLASSES = 3
 DENSE_WEIGHT = 0.8
 # [class, (dense, sparse), feature]
@@ -51,10 +53,7 @@ def make_dataset(n_per_class: int, seed: int | None = None) -> SyntheticData:
     >>> x.shape, np.bincount(y).tolist(), x.dtype.name
     ((150, 2), [50, 50, 50], 'float32')
     """
-    if isinstance(n_per_class, bool) or not isinstance(n_per_class, (int, np.integer)) or n_per_class < 1:
-        raise ValueError(
-            f"Invalid value for argument `n_per_class`. Expected an int >= 1. Received: n_per_class={n_per_class!r}"
-        )
+    integer_at_least("n_per_class", n_per_class, 1)
     rng = np.random.default_rng(seed)
     y = np.repeat(np.arange(NUM_CLASSES), n_per_class)
     dense = rng.random(len(y)) < DENSE_WEIGHT

@@ -36,14 +36,12 @@ import numbers
 import keras
 from keras import ops
 
+from keras_ils._checks import invalid
+
 METHODS = ("none", "ls", "ils1", "ils2", "ils")
 FAMILIES = ("quadratic", "sinusoidal")
 
 _DEFAULTS = dict(epsilon=0.1, p1=0.9, p2=1.0, temperature=1.0, max_epsilon=0.2, family="quadratic")
-
-
-def _invalid(name, expected, value):
-    return ValueError(f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}")
 
 
 def _real(name, value):
@@ -53,7 +51,7 @@ def _real(name, value):
         )
     value = float(value)
     if not math.isfinite(value):
-        raise _invalid(name, "a finite number", value)
+        raise invalid(name, "a finite number", value)
     return value
 
 
@@ -77,21 +75,21 @@ def validate_hyperparameters(
     2.0
     """
     if method not in METHODS:
-        raise _invalid("method", f"one of {METHODS}", method)
+        raise invalid("method", f"one of {METHODS}", method)
     if family not in FAMILIES:
-        raise _invalid("family", f"one of {FAMILIES}", family)
+        raise invalid("family", f"one of {FAMILIES}", family)
     epsilon, p1, p2 = _real("epsilon", epsilon), _real("p1", p1), _real("p2", p2)
     temperature, max_epsilon = _real("temperature", temperature), _real("max_epsilon", max_epsilon)
     if not 0.0 <= epsilon < 1.0:
-        raise _invalid("epsilon", "a float in [0, 1)", epsilon)
+        raise invalid("epsilon", "a float in [0, 1)", epsilon)
     if not 0.0 < p1 <= 1.0:
-        raise _invalid("p1", "a float in (0, 1]", p1)
+        raise invalid("p1", "a float in (0, 1]", p1)
     if p2 < 0.0:
-        raise _invalid("p2", "a float >= 0", p2)
+        raise invalid("p2", "a float >= 0", p2)
     if temperature <= 0.0:
-        raise _invalid("temperature", "a float > 0", temperature)
+        raise invalid("temperature", "a float > 0", temperature)
     if not 0.0 <= max_epsilon < 1.0:
-        raise _invalid("max_epsilon", "a float in [0, 1)", max_epsilon)
+        raise invalid("max_epsilon", "a float in [0, 1)", max_epsilon)
     return dict(
         method=method,
         epsilon=epsilon,
@@ -197,7 +195,7 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
     one_hot = ops.cast(one_hot, dtype)
     num_classes = one_hot.shape[-1]
     if num_classes is not None and num_classes < 2:
-        raise _invalid("labels", "at least 2 classes", f"{num_classes} classes")
+        raise invalid("labels", "at least 2 classes", f"{num_classes} classes")
     if method == "none":
         return one_hot
     k = ops.cast(ops.shape(one_hot)[-1], dtype)

@@ -23,6 +23,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ils import targets as _targets
+from keras_ils._checks import positive
 from keras_ils._files import atomic_write
 from keras_ils.data import as_pairs, predict_with_labels
 
@@ -142,8 +143,7 @@ def compute_teacher_logits(
     >>> computed.logits.shape, computed.labels.tolist()
     ((5, 3), [0, 1, 2, 1, 0])
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"Invalid value for argument `temperature`. Expected a float > 0. Received: {temperature!r}")
+    positive("temperature", temperature)
     if isinstance(dataset, (tuple, list)):
         dataset = tf.data.Dataset.from_tensor_slices(tuple(dataset))
     dataset = as_pairs(dataset, **keys)
@@ -205,11 +205,7 @@ class OnlineTeacher(keras.Model):
 
     def __init__(self, student: keras.Model, teacher: keras.Model, teacher_temperature: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        if not (isinstance(teacher_temperature, (int, float)) and teacher_temperature > 0):
-            raise ValueError(
-                "Invalid value for argument `teacher_temperature`. Expected a float > 0. "
-                f"Received: teacher_temperature={teacher_temperature!r}"
-            )
+        positive("teacher_temperature", teacher_temperature)
         student_k, teacher_k = student.output_shape[-1], teacher.output_shape[-1]
         if student_k != teacher_k:
             raise ValueError(
