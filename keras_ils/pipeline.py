@@ -13,7 +13,6 @@ import json
 import os
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from keras_ils import baselines, data, distillation, evaluation, models, plots, training
@@ -66,7 +65,7 @@ def _method_hyperparameters(method: str, chosen: dict) -> dict:
     return {k: chosen[k] for k in used.get(method, ("p1", "p2", "temperature"))}
 
 
-def _student_setup(method, splits, train_with_teacher, hyperparameters):
+def _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters):
     """`(loss, training dataset, reported settings)` of one student method."""
     if method in STUDENT_METHODS:
         used = _method_hyperparameters(method, hyperparameters)
@@ -76,8 +75,8 @@ def _student_setup(method, splits, train_with_teacher, hyperparameters):
         return distillation.DistillationCrossEntropy(**settings), train_with_teacher, settings
     if method == "cls":
         rows = baselines.class_similarity_logits(splits.train, splits.num_classes)
-        labels = np.concatenate([y.numpy() for _, y in splits.train.batch(4096)]).astype(np.int64)
-        train_set = data.with_teacher_targets(splits.train, rows[labels])
+        class_rows = teacher_logits._replace(logits=rows[teacher_logits.labels])  # keeps the label check
+        train_set = data.with_teacher_targets(splits.train, class_rows)
         used = {"epsilon": hyperparameters["epsilon"]}
         return ILSLoss(method="ils2", **used), train_set, used
     if method == "bs_soft":
@@ -177,7 +176,7 @@ def run(
         teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
         train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
         for index, method in enumerate(methods, start=1):
-            loss, train_set, used = _student_setup(method, splits, train_with_teacher, hyperparameters)
+            loss, train_set, used = _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters)
             student = train_model(loss, train_set, seed + index)
             record(METHOD_NAMES[method], False, student, 1.0, used)
             student_scaled, t_student = calibrated(student)
