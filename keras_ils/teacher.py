@@ -25,7 +25,7 @@ from keras import ops
 from keras_ils import targets as _targets
 from keras_ils._checks import positive
 from keras_ils._files import atomic_write
-from keras_ils.data import as_pairs, predict_with_labels
+from keras_ils.data import as_pairs
 
 CACHE_FORMAT = 1
 
@@ -50,16 +50,23 @@ def teacher_fingerprint(teacher: keras.Model, temperature: float = 1.0) -> str:
     return digest.hexdigest()
 
 
-def _dataset_digest(dataset, batch_size=1024):
-    """`(labels [N] int64, sha256 of every example's features and label, in order)` in one pass."""
-    digest, labels = hashlib.sha256(), []
-    for x, y in dataset.batch(batch_size):
+def _dataset_pass(dataset, batch_size, teacher=None):
+    """One pass over `dataset`: `(labels [N] int64, sha256 of features and labels in order, teacher outputs)`.
+
+    The outputs are `None` without a teacher (a cache hit only needs the fingerprint).
+    """
+    digest, labels, outputs = hashlib.sha256(), [], []
+    for x, y in dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE):
         for tensor in tf.nest.flatten(x):
             digest.update(np.ascontiguousarray(tensor.numpy()).tobytes())
         labels.append(y.numpy())
-    labels = np.concatenate(labels).astype(np.int64) if labels else np.zeros(0, np.int64)
+        if teacher is not None:
+            outputs.append(np.asarray(teacher.predict_on_batch(x)))
+    if not labels:
+        raise ValueError("Argument `dataset` is empty.")
+    labels = np.concatenate(labels).astype(np.int64)
     digest.update(labels.tobytes())
-    return labels, digest.hexdigest()
+    return labels, digest.hexdigest(), np.concatenate(outputs) if outputs else None
 
 
 def _fingerprint(labels, data_hash, num_classes, teacher_hash):
@@ -152,17 +159,15 @@ def compute_teacher_logits(
     teacher_hash = teacher_fingerprint(teacher, temperature)
     num_classes = teacher.output_shape[-1] if hasattr(teacher, "output_shape") else None
 
-    labels, data_hash = _dataset_digest(dataset)
     if cache_path is not None and os.path.exists(cache_path):
+        labels, data_hash, _ = _dataset_pass(dataset, batch_size)
         if num_classes is None:  # a subclassed teacher: read K from the cache itself
             num_classes = read_cache(cache_path).logits.shape[-1]
         return _load(cache_path, _fingerprint(labels, data_hash, num_classes, teacher_hash))
 
-    logits, predicted_labels = predict_with_labels(teacher, dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    labels, data_hash, logits = _dataset_pass(dataset, batch_size, teacher)
     if logits.ndim != 2 or logits.shape[1] < 2:
         raise ValueError(f"The teacher must output logits [batch, K >= 2]. It output shape {logits.shape[1:]}.")
-    if not np.array_equal(predicted_labels.astype(np.int64), labels):
-        raise ValueError("`dataset` yielded a different order on a second pass; give it a fixed order.")
     _targets.check_labels_in_range(labels, logits.shape[1])
     result = TeacherLogits(
         (logits / temperature).astype(np.float32),
