@@ -134,66 +134,84 @@ def run(
     recipe = recipe or training.recipe_for(model_name, splits.name)
     strategy = strategy or tf.distribute.get_strategy()
     validation = training.evaluation_pipeline(splits.validation)
-    test = training.evaluation_pipeline(splits.test)
     progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
 
     with staged_directory(output_dir) as staging:
-        rows = []
-
-        def record(name, temps, model, temperature, hyperparameters_used):
-            outputs, labels = data.predict_with_labels(model, test)
-            result = evaluation.evaluate_outputs(outputs, labels, groups=splits.test_groups)
-            probabilities = tf.nn.softmax(outputs).numpy()
-            filename = f"reliability_{name.lower().replace(' ', '_').replace('+', 'plus')}.png"
-            plots.reliability_diagram(probabilities, labels, os.path.join(staging, filename), title=name)
-            rows.append(_row(name, temps, temperature, hyperparameters_used, result))
-            progress.add(1)
-
-        def train_model(loss, train_set, model_seed):
-            keras.utils.set_random_seed(model_seed)
-            with strategy.scope():
-                model = models.build(model_name, splits.num_classes, splits.input_shape)
-                model.compile(
-                    optimizer=recipe.build_optimizer(),
-                    loss=loss,
-                    metrics=[_metrics.Accuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
-                )
-            training.fit(
-                model, train_set, splits.validation, recipe, monitor="val_nll", seed=model_seed, verbose=verbose
-            )
-            return model
-
-        def calibrated(model):
-            with strategy.scope():
-                scaled = calibrate(model, validation)
-            return scaled, float(scaled.layers[-1].temperature.numpy())
-
-        teacher = train_model(ILSLoss(method="none"), splits.train, seed)
-        record("No LS", False, teacher, 1.0, {})
-        teacher_scaled, t_star = calibrated(teacher)
-        record("No LS + TempS", True, teacher_scaled, t_star, {})
+        report = _Report(splits, staging, progress)
+        no_ls = ILSLoss(method="none")
+        teacher = _train_model(model_name, splits, recipe, strategy, no_ls, splits.train, seed, verbose)
+        report.record("No LS", False, teacher, 1.0, {})
+        teacher_scaled, t_star = _calibrated(teacher, validation, strategy)
+        report.record("No LS + TempS", True, teacher_scaled, t_star, {})
 
         teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
         train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
         for index, method in enumerate(methods, start=1):
             loss, train_set, used = _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters)
-            student = train_model(loss, train_set, seed + index)
-            record(METHOD_NAMES[method], False, student, 1.0, used)
-            student_scaled, t_student = calibrated(student)
-            record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, used)
+            student = _train_model(model_name, splits, recipe, strategy, loss, train_set, seed + index, verbose)
+            report.record(METHOD_NAMES[method], False, student, 1.0, used)
+            student_scaled, t_student = _calibrated(student, validation, strategy)
+            report.record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, used)
 
-        results = {
-            "dataset": splits.name,
-            "model": model_name,
-            "seed": seed,
-            "teacher_temperature": t_star,
-            "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
-            "rows": rows,
-        }
-        with open(os.path.join(staging, "results.json"), "w") as file:
+        return report.write(
+            {
+                "dataset": splits.name,
+                "model": model_name,
+                "seed": seed,
+                "teacher_temperature": t_star,
+                "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
+            }
+        )
+
+
+class _Report:
+    """Scores models on the test set; keeps their rows and reliability diagrams in the staging directory."""
+
+    def __init__(self, splits, staging, progress):
+        self.splits, self.staging, self.progress = splits, staging, progress
+        self.test = training.evaluation_pipeline(splits.test)
+        self.rows = []
+
+    def record(self, name, temps, model, temperature, hyperparameters_used, **extra):
+        outputs, labels = data.predict_with_labels(model, self.test)
+        result = evaluation.evaluate_outputs(outputs, labels, groups=self.splits.test_groups)
+        probabilities = tf.nn.softmax(outputs).numpy()
+        filename = f"reliability_{name.lower().replace(' ', '_').replace('+', 'plus')}.png"
+        plots.reliability_diagram(probabilities, labels, os.path.join(self.staging, filename), title=name)
+        self.rows.append({**_row(name, temps, temperature, hyperparameters_used, result), **extra})
+        self.progress.add(1)
+
+    def write(self, header: dict) -> dict:
+        """`results.json` (header + rows) and `results.csv`; returns the results."""
+        results = {**header, "rows": self.rows}
+        with open(os.path.join(self.staging, "results.json"), "w") as file:
             json.dump(results, file, indent=2)
-        _write_csv(rows, os.path.join(staging, "results.csv"))
-    return results
+        _write_csv(self.rows, os.path.join(self.staging, "results.csv"))
+        return results
+
+
+def _compiled_model(model_name, splits, recipe, strategy, loss=None):
+    with strategy.scope():
+        model = models.build(model_name, splits.num_classes, splits.input_shape)
+        model.compile(
+            optimizer=recipe.build_optimizer(),
+            loss=loss,
+            metrics=[_metrics.Accuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
+        )
+    return model
+
+
+def _train_model(model_name, splits, recipe, strategy, loss, train_set, model_seed, verbose):
+    keras.utils.set_random_seed(model_seed)
+    model = _compiled_model(model_name, splits, recipe, strategy, loss)
+    training.fit(model, train_set, splits.validation, recipe, monitor="val_nll", seed=model_seed, verbose=verbose)
+    return model
+
+
+def _calibrated(model, validation, strategy):
+    with strategy.scope():
+        scaled = calibrate(model, validation)
+    return scaled, float(scaled.layers[-1].temperature.numpy())
 
 
 def _write_csv(rows, path):
