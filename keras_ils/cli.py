@@ -3,6 +3,8 @@
     keras-ils run                                  # the paper's synthetic task, MLP (a minute or two on a CPU)
     keras-ils run --dataset tfds:cifar10 --model resnet110 --strategy mirrored
     keras-ils run --dataset my_data.npz --methods ls,ils --epochs 50
+    keras-ils tune                                 # LS and ILS tuned on the synthetic appendix grids
+    keras-ils tune --dataset tfds:cifar10 --model resnet110 --algorithm random --max-trials 20
 
 Bad input (unknown dataset, labels outside [0, K), a malformed .npz, an
 output directory that cannot be written, ...) ends with one error line and
@@ -45,6 +47,38 @@ def _methods(text):
     return methods
 
 
+def _tunable_methods(text):
+    from keras_ils.pipeline import TUNABLE_METHODS
+
+    methods = tuple(m.strip() for m in text.split(",") if m.strip())
+    if not methods or any(m not in TUNABLE_METHODS for m in methods):
+        expected = ",".join(TUNABLE_METHODS)
+        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {expected}; got {text!r}")
+    return methods
+
+
+def _add_common_arguments(parser):
+    parser.add_argument("--dataset", default="synthetic", help="'synthetic' (default), 'tfds:NAME' or PATH.npz")
+    parser.add_argument("--data-dir", default=None, help="tensorflow-datasets data directory")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="mlp, lenet, resnet20/32/56/110, wrn-D-W (default: mlp for vectors, resnet20 for images)",
+    )
+    parser.add_argument("--epochs", type=int, help="maximum epochs (default: the paper's recipe)")
+    parser.add_argument("--batch-size", type=int, help="mini-batch size (default: the paper's recipe)")
+    parser.add_argument(
+        "--validation-fraction", type=float, default=0.1, help="validation share of train (default: 0.1)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument(
+        "--strategy", choices=("default", "mirrored", "tpu"), default="default", help="tf.distribute strategy"
+    )
+    parser.add_argument(
+        "--verbose", type=int, choices=(0, 1, 2), default=0, help="Keras fit verbosity (default: 0, one progress bar)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="keras-ils",
@@ -59,13 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the whole method on one dataset and write results.json, results.csv and "
         "reliability diagrams (PNG) into the output directory.",
     )
-    run.add_argument("--dataset", default="synthetic", help="'synthetic' (default), 'tfds:NAME' or PATH.npz")
-    run.add_argument("--data-dir", default=None, help="tensorflow-datasets data directory")
-    run.add_argument(
-        "--model",
-        default=None,
-        help="mlp, lenet, resnet20/32/56/110, wrn-D-W (default: mlp for vectors, resnet20 for images)",
-    )
+    _add_common_arguments(run)
     run.add_argument(
         "--methods",
         type=_methods,
@@ -77,32 +105,66 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--p1", type=float, help="ILS1 / ILS P1")
     run.add_argument("--p2", type=float, help="ILS1 / ILS P2")
     run.add_argument("--temperature", type=float, help="ILS2 / ILS temperature on the calibrated teacher")
-    run.add_argument("--epochs", type=int, help="maximum epochs (default: the paper's recipe)")
-    run.add_argument("--batch-size", type=int, help="mini-batch size (default: the paper's recipe)")
-    run.add_argument("--validation-fraction", type=float, default=0.1, help="validation share of train (default: 0.1)")
-    run.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    run.add_argument(
-        "--strategy", choices=("default", "mirrored", "tpu"), default="default", help="tf.distribute strategy"
-    )
     run.add_argument("--teacher-cache", default=None, help="cache file (.npz) for the teacher's logits")
     run.add_argument("--output-dir", default=None, help="where results go (default: runs/DATASET-MODEL-seedN)")
-    run.add_argument(
-        "--verbose", type=int, choices=(0, 1, 2), default=0, help="Keras fit verbosity (default: 0, one progress bar)"
+
+    tune = commands.add_parser(
+        "tune",
+        help="teacher -> KerasTuner search per method (paper's grids) -> best students (+TempS) -> table",
+        description="Tune each method with KerasTuner (same budget and seeds for all), selecting by the "
+        "validation cross-entropy against hard labels, and print the chosen hyperparameters and test metrics. "
+        "Running it again with the same --directory resumes the search. For KerasTuner's distributed mode "
+        "set KERASTUNER_TUNER_ID, KERASTUNER_ORACLE_IP and KERASTUNER_ORACLE_PORT (see the README).",
     )
+    _add_common_arguments(tune)
+    tune.add_argument(
+        "--methods",
+        type=_tunable_methods,
+        default=("ls", "ils"),
+        help="methods to tune, comma-separated from ls,ils1,ils2,ils (default: ls,ils)",
+    )
+    tune.add_argument(
+        "--search-space",
+        choices=("paper", "synthetic"),
+        default=None,
+        help="the paper's grids for real data, or its synthetic appendix grids (default: synthetic for the "
+        "synthetic dataset, paper otherwise)",
+    )
+    tune.add_argument(
+        "--algorithm",
+        choices=("grid", "random", "bayesian", "hyperband"),
+        default="grid",
+        help="KerasTuner algorithm (default: grid, the paper's exhaustive protocol)",
+    )
+    tune.add_argument("--max-trials", type=int, default=None, help="trials per method (default: the whole grid)")
+    tune.add_argument(
+        "--directory",
+        default=None,
+        help="KerasTuner directory: teacher, cached logits, trials (default: OUTPUT_DIR/search)",
+    )
+    tune.add_argument("--output-dir", default=None, help="where results go (default: runs/tune-DATASET-MODEL-seedN)")
     return parser
 
 
-def run_command(args) -> int:
-    from keras_ils import datasets, pipeline, training
+def _load(args):
+    """`(splits, model name, recipe)` from the common arguments."""
+    from keras_ils import datasets, training
 
     splits = datasets.load(
         args.dataset, data_dir=args.data_dir, validation_fraction=args.validation_fraction, seed=args.seed
     )
     model_name = args.model or ("resnet20" if splits.is_image else "mlp")
+    recipe = training.recipe_for(model_name, splits.name, epochs=args.epochs, batch_size=args.batch_size)
+    return splits, model_name, recipe
+
+
+def run_command(args) -> int:
+    from keras_ils import pipeline
+
+    splits, model_name, recipe = _load(args)
     hyperparameters = pipeline.default_hyperparameters(
         splits.name, epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature
     )
-    recipe = training.recipe_for(model_name, splits.name, epochs=args.epochs, batch_size=args.batch_size)
     output_dir = args.output_dir or os.path.join(
         "runs", f"{splits.name.replace(os.sep, '_')}-{model_name}-seed{args.seed}"
     )
@@ -123,6 +185,40 @@ def run_command(args) -> int:
     return 0
 
 
+def tune_command(args) -> int:
+    from keras_ils import pipeline, tuning
+
+    if args.max_trials is not None and args.max_trials < 1:
+        raise ValueError(f"--max-trials must be >= 1; got {args.max_trials}")
+    search_space = args.search_space or ("synthetic" if args.dataset == "synthetic" else "paper")
+    for method in args.methods:  # a bad grid fails before any data is read or teacher trained
+        tuning.make_search_space(method, search_space)
+    splits, model_name, recipe = _load(args)
+    output_dir = args.output_dir or os.path.join(
+        "runs", f"tune-{splits.name.replace(os.sep, '_')}-{model_name}-seed{args.seed}"
+    )
+    results = pipeline.tune(
+        splits,
+        model_name=model_name,
+        methods=args.methods,
+        search_space=search_space,
+        algorithm=args.algorithm,
+        max_trials=args.max_trials,
+        recipe=recipe,
+        directory=args.directory or os.path.join(output_dir, "search"),
+        output_dir=output_dir,
+        strategy=_strategy(args.strategy),
+        seed=args.seed,
+        verbose=args.verbose,
+    )
+    print(pipeline.format_table(results))
+    for row in results["rows"]:
+        if "trials" in row and not row["temps"]:
+            print(f"{row['model']}: {row['trials']} trials, best validation NLL {row['search_val_nll']:.4f}")
+    print(f"Results written to {output_dir}/ (results.json, results.csv, reliability_*.png)")
+    return 0
+
+
 def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
@@ -135,7 +231,7 @@ def main(argv=None) -> int:
 
     absl.logging.set_verbosity(absl.logging.ERROR)
     try:
-        return run_command(args)
+        return (run_command if args.command == "run" else tune_command)(args)
     except (ValueError, OSError) as error:
         print(f"keras-ils: error: {error}", file=sys.stderr)
     except tf.errors.OpError as error:

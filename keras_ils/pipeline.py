@@ -15,7 +15,7 @@ import os
 import keras
 import tensorflow as tf
 
-from keras_ils import baselines, data, distillation, evaluation, models, plots, training
+from keras_ils import baselines, data, distillation, evaluation, models, plots, training, tuning
 from keras_ils import metrics as _metrics
 from keras_ils._files import staged_directory
 from keras_ils.calibration import calibrate
@@ -162,6 +162,159 @@ def run(
                 "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
             }
         )
+
+
+TUNABLE_METHODS = tuple(tuning.METHOD_HYPERPARAMETERS)  # ls, ils1, ils2, ils
+
+
+def tune(
+    splits,
+    *,
+    model_name: str,
+    methods=("ls", "ils"),
+    search_space="paper",
+    algorithm: str = "grid",
+    max_trials: int | None = None,
+    recipe: training.Recipe | None = None,
+    directory: str,
+    output_dir: str,
+    strategy: tf.distribute.Strategy | None = None,
+    seed: int = 0,
+    verbose: int = 0,
+) -> dict:
+    """The paper's tuning protocol: one teacher, then a KerasTuner search per method, then the best students.
+
+    The teacher is trained, temperature-scaled and kept in `directory`
+    (`teacher.keras`, `teacher_logits.npz`) with one KerasTuner project per
+    method beside it, so running `tune` again on the same `directory` resumes:
+    the teacher is loaded, the cached logits are reused, completed trials are
+    not run again. Every method gets the same budget (`algorithm`,
+    `max_trials`) and the same seeds (every trial starts from the weights of
+    `seed`), so they differ only in their loss. The best trial of each method
+    (lowest validation cross-entropy against hard labels) is evaluated on the
+    test set as trained and temperature-scaled ("+TempS").
+
+    Args:
+        splits: a `keras_ils.datasets.Splits`.
+        model_name: a name for `keras_ils.models.build`.
+        methods: from `TUNABLE_METHODS`. Defaults to `("ls", "ils")`.
+        search_space: `"paper"` or `"synthetic"` (`keras_ils.tuning.GRIDS`).
+        algorithm: `"grid"`, `"random"`, `"bayesian"` or `"hyperband"`.
+        max_trials: trials per method. Defaults to `None` (the whole grid).
+        recipe: training recipe; defaults to `training.recipe_for(model_name, splits.name)`.
+        directory: KerasTuner's directory (teacher, cache and trials).
+        output_dir: where `results.json`, `results.csv` and the reliability
+            diagrams go (written only when everything succeeded).
+        strategy: a `tf.distribute` strategy for every model.
+        seed: seeds the teacher, every trial's initial weights, shuffling and the oracle.
+        verbose: KerasTuner/Keras verbosity.
+
+    Returns:
+        The results dict that `results.json` holds.
+    """
+    if not methods or any(m not in TUNABLE_METHODS for m in methods):
+        raise ValueError(
+            f"Invalid value for argument `methods`. Expected some of {TUNABLE_METHODS}. Received: {methods}"
+        )
+    for method in methods:
+        tuning.make_search_space(method, search_space)
+    if algorithm not in tuning.ALGORITHMS:
+        raise ValueError(
+            f"Invalid value for argument `algorithm`. Expected one of {tuning.ALGORITHMS}. Received: {algorithm!r}"
+        )
+    recipe = recipe or training.recipe_for(model_name, splits.name)
+    strategy = strategy or tf.distribute.get_strategy()
+    validation = training.evaluation_pipeline(splits.validation)
+    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
+    os.makedirs(directory, exist_ok=True)
+
+    with staged_directory(output_dir) as staging:
+        report = _Report(splits, staging, progress)
+        teacher_path = os.path.join(directory, "teacher.keras")
+        if os.path.exists(teacher_path):
+            with strategy.scope():
+                teacher_scaled = keras.saving.load_model(teacher_path)
+            teacher = teacher_scaled.layers[-2]  # calibrate() puts the model before its TemperatureScaling
+            t_star = float(teacher_scaled.get_layer("temperature_scaling").temperature.numpy())
+        else:
+            no_ls = ILSLoss(method="none")
+            teacher = _train_model(model_name, splits, recipe, strategy, no_ls, splits.train, seed, verbose)
+            teacher_scaled, t_star = _calibrated(teacher, validation, strategy)
+            _save_model(teacher_scaled, teacher_path)
+        report.record("No LS", False, teacher, 1.0, {})
+        report.record("No LS + TempS", True, teacher_scaled, t_star, {})
+
+        cache = os.path.join(directory, "teacher_logits.npz")
+        teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=cache)
+        train_with_teacher = training.training_pipeline(
+            data.with_teacher_targets(splits.train, teacher_logits), recipe, seed
+        )
+        callbacks = []
+        if recipe.decay_at:
+            callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))
+
+        def build_model(hp):
+            model = _compiled_model(model_name, splits, recipe, strategy)
+            training.apply_weight_decay(model, recipe.weight_decay)
+            return model
+
+        for method in methods:
+            hypermodel = tuning.ILSHyperModel(
+                build_model,
+                splits.num_classes,
+                method=method,
+                search_space=search_space,
+                patience=recipe.patience,
+                seed=seed,
+            )
+            tuner = tuning.tuner_for(
+                algorithm,
+                hypermodel,
+                directory=directory,
+                project_name=method,
+                max_trials=max_trials,
+                max_epochs=recipe.epochs,
+                seed=seed,
+                distribution_strategy=strategy,
+            )
+            tuner.search(
+                train_with_teacher,
+                validation_data=validation,
+                epochs=recipe.epochs,
+                callbacks=callbacks,
+                verbose=verbose,
+            )
+            best_trial = tuner.oracle.get_best_trials(1)[0]
+            chosen = {name: best_trial.hyperparameters.get(name) for name in hypermodel.space}
+            search = {"trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
+            student = tuning.best_student(tuner)
+            report.record(METHOD_NAMES[method], False, student, 1.0, chosen, **search)
+            student_scaled, t_student = _calibrated(student, validation, strategy)
+            report.record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, chosen, **search)
+
+        return report.write(
+            {
+                "dataset": splits.name,
+                "model": model_name,
+                "seed": seed,
+                "teacher_temperature": t_star,
+                "algorithm": algorithm,
+                "search_space": search_space,
+                "max_trials": max_trials,
+                "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
+            }
+        )
+
+
+def _save_model(model, path):
+    """`model.save(path)` through a temporary file, so a crash leaves no half-written model."""
+    temporary = os.path.join(os.path.dirname(path), f".{os.getpid()}.{os.path.basename(path)}")
+    try:
+        model.save(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 class _Report:

@@ -1,0 +1,316 @@
+"""KerasTuner searches over the ILS hyperparameters (P1, P2, T) and the LS smoothing factor.
+
+The hyperparameters live in the loss, so a trial changes only `ILSLoss(...)`:
+the teacher's cached logits travel inside the training targets
+(`keras_ils.data.with_teacher_targets`) and every trial reads the same ones;
+no trial runs the teacher. `ILSHyperModel` is an ordinary
+`keras_tuner.HyperModel`, so `GridSearch` (the paper's exhaustive protocol),
+`RandomSearch`, `BayesianOptimization` and `Hyperband` use it unchanged,
+KerasTuner's directory makes a search resumable after a crash, and its
+distributed mode (one chief oracle, `KERASTUNER_*` environment variables)
+spreads the trials over processes or machines.
+
+The objective is the student's validation cross-entropy against HARD labels
+at its best epoch (`OBJECTIVE`, the `val_nll` that
+`keras_ils.metrics.NegativeLogLikelihood` logs): `val_loss` would be the
+smoothed loss for LS.
+
+Grids (paper §5 and appendix A):
+
+| method | `"paper"` (real data)                       | `"synthetic"` (appendix)                       |
+|--------|--------------------------------------------|------------------------------------------------|
+| LS     | eps {0.01, 0.05, 0.1, 0.15, 0.2}           | eps {0.001, 0.005, 0.01, 0.03, 0.05, ..., 0.19} |
+| ILS1   | P1 {0.975, 0.95, 0.925, 0.9, 0.85} x       | P1 {0.75, 0.775, 0.8, 0.825, 0.85} x           |
+|        | P2 {0.75, 1, 1.25, 1.5, 2}                 | P2 {0.75, 1, 1.25, 1.5, 1.75, 2}               |
+| ILS2   | eps x T {1, 2, 4, 8, 16}                   | eps x T {1, 2, 4, 6}                           |
+| ILS    | P1 x P2 x T                                | P1 x P2 x T                                    |
+"""
+
+from __future__ import annotations
+
+import keras
+import keras_tuner
+
+from keras_ils import calibration
+from keras_ils._checks import integer_at_least, invalid
+from keras_ils.losses import ILSLoss
+from keras_ils.metrics import NegativeLogLikelihood
+from keras_ils.targets import validate_hyperparameters
+
+OBJECTIVE = keras_tuner.Objective("val_nll", direction="min")
+
+# Which hyperparameters each tunable method reads, in the order trials enumerate them.
+METHOD_HYPERPARAMETERS = {
+    "ls": ("epsilon",),
+    "ils1": ("p1", "p2"),
+    "ils2": ("epsilon", "temperature"),
+    "ils": ("p1", "p2", "temperature"),
+}
+_SYNTHETIC_EPSILONS = (0.001, 0.005, 0.01) + tuple(round(0.03 + 0.02 * i, 3) for i in range(9))
+GRIDS = {
+    "paper": {
+        "epsilon": (0.01, 0.05, 0.1, 0.15, 0.2),
+        "p1": (0.975, 0.95, 0.925, 0.9, 0.85),
+        "p2": (0.75, 1.0, 1.25, 1.5, 2.0),
+        "temperature": (1.0, 2.0, 4.0, 8.0, 16.0),
+    },
+    "synthetic": {
+        "epsilon": _SYNTHETIC_EPSILONS,
+        "p1": (0.75, 0.775, 0.8, 0.825, 0.85),
+        "p2": (0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
+        "temperature": (1.0, 2.0, 4.0, 6.0),
+    },
+}
+
+
+def make_search_space(method: str, grid="paper") -> dict:
+    """The values a search tries for `method`: a named grid, or your own, checked.
+
+    Args:
+        method: `"ls"`, `"ils1"`, `"ils2"` or `"ils"`.
+        grid: `"paper"` (real-data grids, paper §5), `"synthetic"` (appendix A),
+            or a dict `{hyperparameter: values}` holding exactly the method's
+            hyperparameters (`METHOD_HYPERPARAMETERS`); one value fixes it.
+
+    Returns:
+        `{hyperparameter: tuple of floats}`.
+
+    Example:
+
+    >>> make_search_space("ils2", "synthetic")["temperature"]
+    (1.0, 2.0, 4.0, 6.0)
+    >>> make_search_space("ils1", {"p1": [0.9], "p2": [1, 2]})
+    {'p1': (0.9,), 'p2': (1.0, 2.0)}
+    """
+    if method not in METHOD_HYPERPARAMETERS:
+        raise invalid("method", f"one of {tuple(METHOD_HYPERPARAMETERS)} (No LS has nothing to tune)", method)
+    names = METHOD_HYPERPARAMETERS[method]
+    if isinstance(grid, str):
+        if grid not in GRIDS:
+            raise invalid("search_space", f"one of {tuple(GRIDS)} or a dict of values", grid)
+        grid = {name: GRIDS[grid][name] for name in names}
+    if not isinstance(grid, dict) or set(grid) != set(names):
+        got = sorted(grid) if isinstance(grid, dict) else grid
+        raise invalid("search_space", f"a grid name or a dict with exactly the keys {list(names)} for {method!r}", got)
+    space = {}
+    for name in names:
+        values = grid[name]
+        values = (values,) if isinstance(values, (int, float)) else tuple(values)
+        if not values:
+            raise invalid("search_space", f"at least one value for `{name}`", grid)
+        for value in values:
+            validate_hyperparameters(method, **{name: value})
+        space[name] = tuple(float(value) for value in values)
+    return space
+
+
+def _logged_names(model) -> set:
+    names = {"loss"}
+    for metric in keras.saving.deserialize_keras_object(model.get_compile_config()).get("metrics") or []:
+        names.add(metric if isinstance(metric, str) else getattr(metric, "name", getattr(metric, "__name__", "")))
+    return names | {"val_" + name for name in names}
+
+
+class ILSHyperModel(keras_tuner.HyperModel):
+    """A `keras_tuner.HyperModel` whose trials differ only in the ILS/LS loss's hyperparameters.
+
+    `build_model(hp)` returns your student, compiled with the optimizer and
+    metrics you want (it may tune more of `hp`, such as the learning rate).
+    `build` then compiles it again with the same optimizer and metrics, the
+    hard-label `keras_ils.metrics.NegativeLogLikelihood` (`"nll"`) added, and
+    the loss replaced by `ILSLoss(method, **the trial's values)`. Train on
+    data from `keras_ils.data.with_teacher_targets` (the cached, calibrated
+    teacher) and validate on hard labels. `fit` adds early stopping on the
+    objective (best epoch restored) unless you pass an `EarlyStopping`.
+
+    Everything that can be checked is checked when the tuner is created (it
+    builds the hypermodel once to learn the space), before any trial: the
+    search space, that `build_model` returns a compiled model with
+    `num_classes` outputs, and that the model logs `objective`.
+
+    Args:
+        build_model: `hp -> compiled keras.Model` with `num_classes` logits.
+        num_classes: the class count `K` of the data.
+        method: `"ls"`, `"ils1"`, `"ils2"` or `"ils"`. Defaults to `"ils"`.
+        search_space: `"paper"`, `"synthetic"` or a dict, see `make_search_space`.
+            Defaults to `"paper"`.
+        objective: the metric trials are compared on; give the tuner
+            `hypermodel.objective`. Defaults to `OBJECTIVE` (`val_nll`, min).
+        patience: early-stopping patience in epochs (paper: 10); `None`
+            adds no early stopping. Defaults to `10`.
+        seed: when given, `keras.utils.set_random_seed(seed)` runs before
+            every build, so all trials start from the same initial weights
+            and differ only in their hyperparameters. Defaults to `None`.
+        loss_options: further `ILSLoss` arguments shared by all trials
+            (`max_epsilon`, `family`). Defaults to `None`.
+
+    Example:
+
+    >>> import keras_tuner
+    >>> from keras_ils import models
+    >>> def build_model(hp):
+    ...     model = models.mlp(num_classes=3, input_shape=(2,))
+    ...     model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    ...     return model
+    >>> hypermodel = ILSHyperModel(build_model, num_classes=3, method="ils1")
+    >>> tuner = keras_tuner.GridSearch(
+    ...     hypermodel, objective=hypermodel.objective, directory="/tmp/ils_doctest", overwrite=True)
+    >>> sorted(tuner.oracle.get_space().values)
+    ['p1', 'p2']
+
+    Then `tuner.search(train_with_teacher.batch(32), validation_data=val.batch(512), epochs=500)`
+    and `best_student(tuner, calibrate_on=val.batch(512))`.
+
+    References:
+        Maher & Kull (2021), §5 (grids, selection by validation loss) and appendix A.
+    """
+
+    def __init__(
+        self,
+        build_model,
+        num_classes: int,
+        method: str = "ils",
+        search_space="paper",
+        objective=OBJECTIVE,
+        patience: int | None = 10,
+        seed: int | None = None,
+        loss_options: dict | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not callable(build_model):
+            raise TypeError(f"Argument `build_model` must be a callable `hp -> keras.Model`. Received: {build_model!r}")
+        self.build_model = build_model
+        self.num_classes = integer_at_least("num_classes", num_classes, 2)
+        self.method = method
+        self.space = make_search_space(method, search_space)
+        self.objective = keras_tuner.Objective(objective, "min") if isinstance(objective, str) else objective
+        if not isinstance(self.objective, keras_tuner.Objective):
+            raise TypeError(f"Argument `objective` must be a str or a keras_tuner.Objective. Received: {objective!r}")
+        self.patience = None if patience is None else integer_at_least("patience", patience, 1)
+        self.seed = seed
+        self.loss_options = dict(loss_options or {})
+        ILSLoss(method, **self.loss_options)  # bad options fail here, not in a trial
+
+    def build(self, hp):
+        values = {name: hp.Choice(name, values, ordered=True) for name, values in self.space.items()}
+        if self.seed is not None:
+            keras.utils.set_random_seed(self.seed)
+        model = self.build_model(hp)
+        self._check_model(model)
+        config = keras.saving.deserialize_keras_object(model.get_compile_config())
+        metrics = list(config.get("metrics") or [])
+        if not any(isinstance(metric, NegativeLogLikelihood) for metric in metrics):
+            metrics.append(NegativeLogLikelihood(from_logits=True))
+        config.update(loss=ILSLoss(self.method, **values, **self.loss_options), metrics=metrics)
+        model.compile(**config)
+        if self.objective.name not in _logged_names(model):
+            raise ValueError(
+                f"Invalid value for argument `objective`. The model logs {sorted(_logged_names(model))}. "
+                f"Received: objective={self.objective.name!r}"
+            )
+        return model
+
+    def _check_model(self, model):
+        if not isinstance(model, keras.Model):
+            raise TypeError(f"`build_model` must return a keras.Model. Received: {type(model).__name__}")
+        if not model.compiled:
+            raise ValueError(
+                "`build_model` must return a compiled model (its optimizer and metrics are kept, the loss is "
+                f"replaced by ILSLoss). Received an uncompiled model {model.name!r}; call `model.compile(...)`."
+            )
+        try:
+            outputs = model.output_shape[-1]
+        except (AttributeError, ValueError):  # a subclassed model that is not built yet: checked at fit
+            return
+        if outputs != self.num_classes:
+            raise ValueError(
+                f"`build_model` returned a model with {outputs} outputs; the data has num_classes={self.num_classes}."
+            )
+
+    def fit(self, hp, model, *args, callbacks=None, **kwargs):
+        callbacks = list(callbacks or [])
+        if self.patience is not None and not any(isinstance(c, keras.callbacks.EarlyStopping) for c in callbacks):
+            callbacks.append(
+                keras.callbacks.EarlyStopping(
+                    monitor=self.objective.name,
+                    mode=self.objective.direction,
+                    patience=self.patience,
+                    restore_best_weights=True,
+                )
+            )
+        return model.fit(*args, callbacks=callbacks, **kwargs)
+
+
+def best_student(tuner, *, calibrate_on=None):
+    """The best trial's model at its best epoch; temperature-scaled on `calibrate_on` when given.
+
+    Args:
+        tuner: a `keras_tuner.Tuner` whose search has run.
+        calibrate_on: validation data (hard labels) to fit the student's
+            temperature on (the paper's "+TempS"); `None` returns the model as
+            trained. Defaults to `None`.
+
+    Returns:
+        A `keras.Model`; with `calibrate_on`, it ends in a fitted
+        `keras_ils.TemperatureScaling` layer.
+    """
+    model = tuner.get_best_models(num_models=1)[0]
+    return model if calibrate_on is None else calibration.calibrate(model, calibrate_on)
+
+
+ALGORITHMS = ("grid", "random", "bayesian", "hyperband")
+
+
+def tuner_for(
+    algorithm: str,
+    hypermodel: ILSHyperModel,
+    *,
+    directory: str,
+    project_name: str,
+    max_trials: int | None = None,
+    max_epochs: int = 500,
+    seed: int | None = None,
+    **kwargs,
+):
+    """A KerasTuner tuner of `algorithm` for `hypermodel`, resuming from `directory` when it holds one.
+
+    Args:
+        algorithm: `"grid"` (`GridSearch`, every point when `max_trials` is
+            `None`: the paper's protocol), `"random"` (`RandomSearch`),
+            `"bayesian"` (`BayesianOptimization`) or `"hyperband"`
+            (`Hyperband`, budgeted by `max_epochs`, not `max_trials`).
+        hypermodel: an `ILSHyperModel`; its objective is the tuner's.
+        directory, project_name: where KerasTuner keeps its state; a search
+            started again on the same place skips the trials it completed.
+        max_trials: trials to run. Defaults to `None`: the whole grid for
+            `"grid"`, the grid's size for `"random"` and `"bayesian"`.
+        max_epochs: Hyperband's largest epoch budget. Defaults to `500`.
+        seed: the oracle's random seed. Defaults to `None`.
+        **kwargs: further tuner arguments (`distribution_strategy`, ...).
+
+    Example:
+
+    >>> def build_model(hp):
+    ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    ...     model.compile(optimizer="adam")
+    ...     return model
+    >>> hypermodel = ILSHyperModel(build_model, num_classes=3, method="ls")
+    >>> tuner = tuner_for("random", hypermodel, directory="/tmp/ils_doctest", project_name="ls", overwrite=True)
+    >>> type(tuner).__name__, tuner.oracle.max_trials
+    ('RandomSearch', 5)
+    """
+    if algorithm not in ALGORITHMS:
+        raise invalid("algorithm", f"one of {ALGORITHMS}", algorithm)
+    if max_trials is not None:
+        max_trials = integer_at_least("max_trials", max_trials, 1)
+    grid_size = 1
+    for values in hypermodel.space.values():
+        grid_size *= len(values)
+    common = dict(objective=hypermodel.objective, directory=directory, project_name=project_name, seed=seed, **kwargs)
+    if algorithm == "grid":
+        return keras_tuner.GridSearch(hypermodel, max_trials=max_trials, **common)
+    if algorithm == "hyperband":
+        return keras_tuner.Hyperband(hypermodel, max_epochs=integer_at_least("max_epochs", max_epochs, 2), **common)
+    tuner = keras_tuner.RandomSearch if algorithm == "random" else keras_tuner.BayesianOptimization
+    return tuner(hypermodel, max_trials=max_trials or grid_size, **common)
