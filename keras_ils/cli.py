@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     absl.logging.set_verbosity(absl.logging.ERROR)
     try:
         return (run_command if args.command == "run" else tune_command)(args)
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, ImportError) as error:
         print(f"keras-ils: error: {error}", file=sys.stderr)
     except tf.errors.OpError as error:
         print(f"keras-ils: error: {error.message.splitlines()[0]}", file=sys.stderr)

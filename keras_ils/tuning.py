@@ -28,8 +28,12 @@ Grids (paper §5 and appendix A):
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import keras
 import keras_tuner
+import tensorflow as tf
 
 from keras_ils import calibration
 from keras_ils._checks import integer_at_least, invalid
@@ -239,6 +243,8 @@ class ILSHyperModel(keras_tuner.HyperModel):
                     restore_best_weights=True,
                 )
             )
+        if isinstance(kwargs.get("x", args[0] if args else None), tf.data.Dataset):
+            kwargs.setdefault("shuffle", False)  # a dataset shuffles itself; Keras warns about `shuffle=True`
         return model.fit(*args, callbacks=callbacks, **kwargs)
 
 
@@ -255,8 +261,75 @@ def best_student(tuner, *, calibrate_on=None):
         A `keras.Model`; with `calibrate_on`, it ends in a fitted
         `keras_ils.TemperatureScaling` layer.
     """
-    model = tuner.get_best_models(num_models=1)[0]
+    with warnings.catch_warnings():  # the checkpoint holds the optimizer's state, which inference does not need
+        warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
+        model = tuner.get_best_models(num_models=1)[0]
     return model if calibrate_on is None else calibration.calibrate(model, calibrate_on)
+
+
+class ResumableGridSearchOracle(keras_tuner.oracles.GridSearchOracle):
+    """KerasTuner's `GridSearchOracle` that resumes after a crash.
+
+    KerasTuner 1.4.8 does not save the grid's bookkeeping (the trials in grid
+    order and the queue of trials whose successor is due), so a grid search
+    reloaded from its directory dies with `KeyError: '<trial id>'` after its
+    first trial (keras-team/keras-tuner#1055). This oracle rebuilds both from
+    the trials on disk when it reloads, which is what an uninterrupted search
+    would hold: completed trials are kept, the trial that was running is run
+    again, and the grid goes on where it stopped.
+    """
+
+    def set_state(self, state):
+        super().set_state(state)
+        started = [trial_id for trial_id in self.start_order if trial_id in self.trials]
+        values = lambda trial_id: self.trials[trial_id].hyperparameters.values  # noqa: E731
+        in_grid_order = sorted(started, key=functools.cmp_to_key(lambda a, b: self._compare(values(a), values(b))))
+        self._ordered_ids = type(self._ordered_ids)()
+        for trial_id in in_grid_order:
+            self._ordered_ids.insert(trial_id)
+        # a trial whose successor was already made is skipped by populate_space, so queueing all is safe
+        self._populate_next = [trial_id for trial_id in self.end_order if trial_id in self.trials]
+
+
+class GridSearch(keras_tuner.Tuner):
+    """`keras_tuner.GridSearch` with `ResumableGridSearchOracle`: same arguments, and it resumes.
+
+    Example:
+
+    >>> def build_model(hp):
+    ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    ...     model.compile(optimizer="adam")
+    ...     return model
+    >>> hypermodel = ILSHyperModel(build_model, num_classes=3, method="ils1")
+    >>> tuner = GridSearch(hypermodel, objective=hypermodel.objective, directory="/tmp/ils_doctest", overwrite=True)
+    >>> type(tuner.oracle).__name__
+    'ResumableGridSearchOracle'
+    """
+
+    def __init__(
+        self,
+        hypermodel=None,
+        objective=None,
+        max_trials=None,
+        seed=None,
+        hyperparameters=None,
+        tune_new_entries=True,
+        allow_new_entries=True,
+        max_retries_per_trial=0,
+        max_consecutive_failed_trials=3,
+        **kwargs,
+    ):
+        oracle = ResumableGridSearchOracle(
+            objective=objective,
+            max_trials=max_trials,
+            seed=seed,
+            hyperparameters=hyperparameters,
+            tune_new_entries=tune_new_entries,
+            allow_new_entries=allow_new_entries,
+            max_retries_per_trial=max_retries_per_trial,
+            max_consecutive_failed_trials=max_consecutive_failed_trials,
+        )
+        super().__init__(oracle, hypermodel, **kwargs)
 
 
 ALGORITHMS = ("grid", "random", "bayesian", "hyperband")
@@ -276,7 +349,7 @@ def tuner_for(
     """A KerasTuner tuner of `algorithm` for `hypermodel`, resuming from `directory` when it holds one.
 
     Args:
-        algorithm: `"grid"` (`GridSearch`, every point when `max_trials` is
+        algorithm: `"grid"` (this module's resumable `GridSearch`, every point when `max_trials` is
             `None`: the paper's protocol), `"random"` (`RandomSearch`),
             `"bayesian"` (`BayesianOptimization`) or `"hyperband"`
             (`Hyperband`, budgeted by `max_epochs`, not `max_trials`).
@@ -287,6 +360,7 @@ def tuner_for(
             `"grid"`, the grid's size for `"random"` and `"bayesian"`.
         max_epochs: Hyperband's largest epoch budget. Defaults to `500`.
         seed: the oracle's random seed. Defaults to `None`.
+            `"bayesian"` needs scikit-learn: `pip install keras-ils[bayesian]`.
         **kwargs: further tuner arguments (`distribution_strategy`, ...).
 
     Example:
@@ -309,7 +383,7 @@ def tuner_for(
         grid_size *= len(values)
     common = dict(objective=hypermodel.objective, directory=directory, project_name=project_name, seed=seed, **kwargs)
     if algorithm == "grid":
-        return keras_tuner.GridSearch(hypermodel, max_trials=max_trials, **common)
+        return GridSearch(hypermodel, max_trials=max_trials, **common)
     if algorithm == "hyperband":
         return keras_tuner.Hyperband(hypermodel, max_epochs=integer_at_least("max_epochs", max_epochs, 2), **common)
     tuner = keras_tuner.RandomSearch if algorithm == "random" else keras_tuner.BayesianOptimization
