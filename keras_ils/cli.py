@@ -211,6 +211,9 @@ def tune_command(args) -> int:
         seed=args.seed,
         verbose=args.verbose,
     )
+    if results.get("role") == "worker":
+        print(f"Worker {os.environ.get('KERASTUNER_TUNER_ID')}: no {results['method']} trials left; the chief reports.")
+        return 0
     print(pipeline.format_table(results))
     for row in results["rows"]:
         if "trials" in row and not row["temps"]:

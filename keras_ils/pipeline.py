@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import time
 
 import keras
 import tensorflow as tf
@@ -222,18 +223,36 @@ def tune(
         raise ValueError(
             f"Invalid value for argument `algorithm`. Expected one of {tuning.ALGORITHMS}. Received: {algorithm!r}"
         )
+    role = _keras_tuner_role()
+    if role is not None and len(methods) != 1:
+        raise ValueError(
+            "KerasTuner's distributed mode (KERASTUNER_* variables are set) runs one search per launch: "
+            f"pass one method. Received: methods={tuple(methods)}"
+        )
     recipe = recipe or training.recipe_for(model_name, splits.name)
     strategy = strategy or tf.distribute.get_strategy()
     validation = training.evaluation_pipeline(splits.validation)
-    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
     os.makedirs(directory, exist_ok=True)
+    teacher_path = os.path.join(directory, "teacher.keras")
 
+    def search(teacher_scaled, method):
+        cache = os.path.join(directory, "teacher_logits.npz")
+        teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=cache)
+        train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
+        return _search(
+            splits, model_name, recipe, strategy, method, search_space, algorithm, max_trials, directory, seed,
+            training.training_pipeline(train_with_teacher, recipe, seed), validation, verbose,
+        )  # fmt: skip
+
+    if role == "worker":  # trains trials for the chief's oracle; the chief makes the teacher and the report
+        search(_wait_for(teacher_path, strategy), methods[0])
+        return {"role": "worker", "method": methods[0], "directory": directory}
+
+    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
     with staged_directory(output_dir) as staging:
         report = _Report(splits, staging, progress)
-        teacher_path = os.path.join(directory, "teacher.keras")
         if os.path.exists(teacher_path):
-            with strategy.scope():
-                teacher_scaled = keras.saving.load_model(teacher_path)
+            teacher_scaled = _load_model(teacher_path, strategy)
             teacher = teacher_scaled.layers[-2]  # calibrate() puts the model before its TemperatureScaling
             t_star = float(teacher_scaled.get_layer("temperature_scaling").temperature.numpy())
         else:
@@ -244,53 +263,15 @@ def tune(
         report.record("No LS", False, teacher, 1.0, {})
         report.record("No LS + TempS", True, teacher_scaled, t_star, {})
 
-        cache = os.path.join(directory, "teacher_logits.npz")
-        teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=cache)
-        train_with_teacher = training.training_pipeline(
-            data.with_teacher_targets(splits.train, teacher_logits), recipe, seed
-        )
-        callbacks = []
-        if recipe.decay_at:
-            callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))
-
-        def build_model(hp):
-            model = _compiled_model(model_name, splits, recipe, strategy)
-            training.apply_weight_decay(model, recipe.weight_decay)
-            return model
-
         for method in methods:
-            hypermodel = tuning.ILSHyperModel(
-                build_model,
-                splits.num_classes,
-                method=method,
-                search_space=search_space,
-                patience=recipe.patience,
-                seed=seed,
-            )
-            tuner = tuning.tuner_for(
-                algorithm,
-                hypermodel,
-                directory=directory,
-                project_name=method,
-                max_trials=max_trials,
-                max_epochs=recipe.epochs,
-                seed=seed,
-                distribution_strategy=strategy,
-            )
-            tuner.search(
-                train_with_teacher,
-                validation_data=validation,
-                epochs=recipe.epochs,
-                callbacks=callbacks,
-                verbose=verbose,
-            )
+            tuner = search(teacher_scaled, method)
             best_trial = tuner.oracle.get_best_trials(1)[0]
-            chosen = {name: best_trial.hyperparameters.get(name) for name in hypermodel.space}
-            search = {"trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
+            chosen = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
+            found = {"trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
             student = tuning.best_student(tuner)
-            report.record(METHOD_NAMES[method], False, student, 1.0, chosen, **search)
+            report.record(METHOD_NAMES[method], False, student, 1.0, chosen, **found)
             student_scaled, t_student = _calibrated(student, validation, strategy)
-            report.record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, chosen, **search)
+            report.record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, chosen, **found)
 
         return report.write(
             {
@@ -304,6 +285,59 @@ def tune(
                 "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
             }
         )
+
+
+def _search(
+    splits, model_name, recipe, strategy, method, search_space, algorithm, max_trials, directory, seed, train,
+    validation, verbose,
+):  # fmt: skip
+    """One method's KerasTuner search (one project in `directory`); returns the tuner."""
+
+    def build_model(hp):
+        model = _compiled_model(model_name, splits, recipe, strategy)
+        training.apply_weight_decay(model, recipe.weight_decay)
+        return model
+
+    hypermodel = tuning.ILSHyperModel(
+        build_model, splits.num_classes, method=method, search_space=search_space, patience=recipe.patience, seed=seed
+    )
+    tuner = tuning.tuner_for(
+        algorithm,
+        hypermodel,
+        directory=directory,
+        project_name=method,
+        max_trials=max_trials,
+        max_epochs=recipe.epochs,
+        seed=seed,
+        distribution_strategy=strategy,
+    )
+    callbacks = []
+    if recipe.decay_at:
+        callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))
+    tuner.search(train, validation_data=validation, epochs=recipe.epochs, callbacks=callbacks, verbose=verbose)
+    return tuner
+
+
+def _keras_tuner_role():
+    """`None` outside KerasTuner's distributed mode, else `"chief"` or `"worker"`."""
+    if "KERASTUNER_ORACLE_IP" not in os.environ:
+        return None
+    return "chief" if os.environ.get("KERASTUNER_TUNER_ID") == "chief" else "worker"
+
+
+def _load_model(path, strategy):
+    with strategy.scope():
+        return keras.saving.load_model(path)
+
+
+def _wait_for(teacher_path, strategy, timeout=3600.0):
+    """A worker waits (like KerasTuner's own client, up to an hour) for the chief's saved teacher."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(teacher_path):
+        if time.monotonic() > deadline:
+            raise ValueError(f"No teacher appeared at {teacher_path} within {timeout:.0f} s; is the chief running?")
+        time.sleep(1.0)
+    return _load_model(teacher_path, strategy)
 
 
 def _save_model(model, path):

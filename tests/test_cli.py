@@ -1,6 +1,7 @@
 import csv
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -142,12 +143,12 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_help_of_every_subcommand():
-    for argv in (["--help"], ["run", "--help"]):
+    for argv in (["--help"], ["run", "--help"], ["tune", "--help"]):
         result = subprocess.run(
             [sys.executable, "-m", "keras_ils.cli", *argv], capture_output=True, text=True, timeout=120
         )
         assert result.returncode == 0 and "usage: keras-ils" in result.stdout
-    assert "--teacher-cache" in result.stdout and "--strategy" in result.stdout
+    assert "--search-space" in result.stdout and "KERASTUNER_TUNER_ID" in result.stdout
 
 
 def test_all_methods_give_the_papers_full_list(tmp_path):
@@ -177,3 +178,92 @@ def test_unknown_method_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["run", "--methods", "ls,mixup"])
     assert exit_info.value.code == 2 and "mixup" in capsys.readouterr().err
+
+
+class TestTune:
+    def test_end_to_end_then_resumed_without_retraining(self, tmp_path, capsys, monkeypatch):
+        from keras_ils import pipeline, tuning
+
+        argv = ["tune", "--epochs", "4", "--algorithm", "random", "--max-trials", "2", "--methods", "ls,ils1"]
+        argv += ["--output-dir", str(tmp_path / "o")]
+        assert cli.main(argv) == 0
+        results = json.loads((tmp_path / "o" / "results.json").read_text())
+        names = ["No LS", "No LS + TempS", "LS", "LS + TempS", "ILS1", "ILS1 + TempS"]
+        assert [row["model"] for row in results["rows"]] == names
+        assert results["search_space"] == "synthetic" and results["algorithm"] == "random"
+        grid = tuning.make_search_space("ils1", "synthetic")
+        ils1 = results["rows"][4]
+        assert ils1["trials"] == 2 and set(ils1["hyperparameters"]) == {"p1", "p2"}
+        assert ils1["hyperparameters"]["p1"] in grid["p1"] and ils1["hyperparameters"]["p2"] in grid["p2"]
+        assert results["rows"][2]["hyperparameters"]["epsilon"] in tuning.GRIDS["synthetic"]["epsilon"]
+        assert ils1["temperature"] == 1.0 and results["rows"][5]["temperature"] > 0
+        printed = capsys.readouterr().out
+        assert "LS: 2 trials, best validation NLL" in printed and "ILS1 + TempS" in printed
+        assert sorted(os.listdir(tmp_path / "o" / "search")) == ["ils1", "ls", "teacher.keras", "teacher_logits.npz"]
+
+        # again on the same directory: the teacher is loaded, no trial trains, the same table comes out
+        monkeypatch.setattr(pipeline, "_train_model", lambda *a, **k: pytest.fail("the teacher was trained again"))
+        monkeypatch.setattr(tuning.ILSHyperModel, "fit", lambda *a, **k: pytest.fail("a trial ran again"))
+        assert cli.main(argv) == 0
+        again = json.loads((tmp_path / "o" / "results.json").read_text())
+        for before, after in zip(results["rows"], again["rows"], strict=True):
+            assert after["hyperparameters"] == before["hyperparameters"]
+            np.testing.assert_allclose(after["all"]["nll"], before["all"]["nll"], rtol=1e-6)
+
+    @pytest.mark.parametrize(
+        "argv, message",
+        [
+            (["--max-trials", "0"], "--max-trials must be >= 1"),
+            (["--dataset", "imagenet"], "Unknown dataset"),
+        ],
+    )
+    def test_bad_input_is_one_error_line_before_any_training(self, tmp_path, capsys, argv, message):
+        assert cli.main(["tune", "--output-dir", str(tmp_path / "o"), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0]
+        assert list(tmp_path.iterdir()) == []
+
+    def test_distributed_mode_takes_one_method_per_launch(self, tmp_path, capsys, monkeypatch):
+        monkeypatch.setenv("KERASTUNER_ORACLE_IP", "127.0.0.1")
+        monkeypatch.setenv("KERASTUNER_ORACLE_PORT", "1")
+        monkeypatch.setenv("KERASTUNER_TUNER_ID", "chief")
+        assert cli.main(["tune", "--methods", "ls,ils", "--output-dir", str(tmp_path / "o")]) == 2
+        assert "one search per launch" in capsys.readouterr().err
+        assert list(tmp_path.iterdir()) == []
+
+    @pytest.mark.parametrize("argv", [["--methods", "none"], ["--search-space", "coarse"], ["--algorithm", "sa"]])
+    def test_usage_errors(self, capsys, argv):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["tune", *argv])
+        assert exit_info.value.code == 2 and "usage: keras-ils tune" in capsys.readouterr().err
+
+
+def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    argv = [sys.executable, "-m", "keras_ils.cli", "tune", "--methods", "ils", "--algorithm", "random"]
+    argv += ["--max-trials", "4", "--epochs", "3", "--output-dir", str(tmp_path / "o")]
+    oracle = {"KERASTUNER_ORACLE_IP": "127.0.0.1", "KERASTUNER_ORACLE_PORT": port}
+    environment = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    processes, logs = [], {}
+    for tuner_id in ("chief", "tuner0", "tuner1"):
+        logs[tuner_id] = (tmp_path / f"{tuner_id}.out", tmp_path / f"{tuner_id}.err")
+        with open(logs[tuner_id][0], "w") as out, open(logs[tuner_id][1], "w") as err:
+            env = {**environment, **oracle, "KERASTUNER_TUNER_ID": tuner_id}
+            processes.append(subprocess.Popen(argv, env=env, stdout=out, stderr=err, text=True))
+    for process, (_, err) in zip(processes, logs.values(), strict=True):
+        assert process.wait(timeout=300) == 0, err.read_text()[-2000:]
+    for worker in ("tuner0", "tuner1"):
+        assert "no ils trials left" in logs[worker][0].read_text()
+    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert [row["model"] for row in results["rows"]][-2:] == ["ILS", "ILS + TempS"]
+    assert results["rows"][-1]["trials"] == 4
+    trials = [
+        json.loads((tmp_path / "o" / "search" / "ils" / name / "trial.json").read_text())
+        for name in sorted(os.listdir(tmp_path / "o" / "search" / "ils"))
+        if name.startswith("trial_")
+    ]
+    assert [trial["status"] for trial in trials] == ["COMPLETED"] * 4
+    best = min(trials, key=lambda trial: trial["score"])
+    assert results["rows"][-1]["search_val_nll"] == pytest.approx(best["score"])
