@@ -41,3 +41,12 @@ def test_self_distillation_example_prints_ours_beside_the_paper(capsys):
     for acc, ce, ece, paper_cwece, cwece in means.values():
         assert 0.3 < acc <= 1 and np.isfinite(ce) and min(ece, paper_cwece, cwece) >= 0
     assert "(paper)" in capsys.readouterr().out
+
+
+def test_tune_synthetic_example_prints_ls_and_ils_beside_the_paper(tmp_path, capsys):
+    rows = _load("tune_synthetic").main(["--quick", "--directory", str(tmp_path)])
+    assert list(rows) == [("LS", False), ("LS", True), ("ILS", False), ("ILS", True)]
+    for row in rows.values():
+        assert row["trials"] == 3 and np.isfinite(row["val_nll"]) and 0.3 < row["all"]["accuracy"] <= 1.0
+    out = capsys.readouterr().out
+    assert out.count("  paper") == 4 and "temperature" in out
