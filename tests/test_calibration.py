@@ -6,7 +6,7 @@ from keras import ops
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
-from keras_ils import TemperatureScaling, calibrate, fit_temperature, teacher_targets
+from keras_ils import ILSLoss, TemperatureScaling, calibrate, fit_temperature, teacher_targets
 
 
 def _nll(t, logits, labels):
@@ -80,6 +80,42 @@ class TestTemperatureScalingLayer:
         layer = TemperatureScaling(3.0, trainable=False)
         layer.build((None, 3))
         assert layer.trainable_weights == [] and float(layer.temperature.numpy()) == 3.0
+
+    @pytest.mark.parametrize(
+        "policy, jit_compile",
+        [("float32", True), ("mixed_float16", False), ("mixed_float16", True), ("mixed_bfloat16", True)],
+    )
+    def test_trains_under_jit_compile_and_mixed_precision(self, rng, policy, jit_compile):
+        # an ILS student's trainable temperature: same outputs, losses and learned T as in float32
+        labels, logits = _overconfident(rng, n=512, k=3)
+        x, y = logits.astype("float32"), teacher_targets(labels, logits / 3.0)
+
+        def train(policy, jit_compile):
+            keras.mixed_precision.set_global_policy(policy)
+            try:
+                layer = TemperatureScaling(1.0)
+                model = keras.Sequential([keras.Input((3,)), layer])
+                model.compile(
+                    optimizer=keras.optimizers.Adam(0.05),
+                    loss=ILSLoss(method="ils", p1=0.8, p2=2.0),
+                    jit_compile=jit_compile,
+                )
+                history = model.fit(x, y, epochs=10, batch_size=128, shuffle=False, verbose=0)
+                return model, float(layer.temperature.numpy()), history.history["loss"]
+            finally:
+                keras.mixed_precision.set_global_policy("float32")
+
+        _, want_t, want_loss = train("float32", False)
+        model, got_t, got_loss = train(policy, jit_compile)
+        compute_dtype = "float32" if policy == "float32" else policy.split("_")[1]
+        rtol = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-2}[compute_dtype]
+        assert model.layers[-1].temperature.dtype == "float32"
+        assert got_t == pytest.approx(want_t, rel=rtol) and abs(got_t - 1.0) > 0.1
+        np.testing.assert_allclose(got_loss, want_loss, rtol=rtol)
+        outputs = model.predict(x, verbose=0)
+        assert outputs.dtype == compute_dtype
+        got = ops.convert_to_numpy(ops.cast(outputs, "float32"))
+        np.testing.assert_allclose(got, x / got_t, rtol=2 * rtol, atol=1e-6)  # input, T and output rounded
 
     def test_config_and_keras_file_round_trip(self, tmp_path, rng):
         layer = TemperatureScaling(1.7, from_logits=True, name="ts")

@@ -138,6 +138,37 @@ def test_mirrored_strategy_two_devices_equals_reference(rng, mirrored_strategy):
         np.testing.assert_allclose(got[name], _reference(name, probs64, labels), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.parametrize(
+    "policy, jit_compile",
+    [
+        ("float32", True),
+        ("mixed_float16", False),
+        ("mixed_float16", True),
+        ("mixed_bfloat16", False),
+        ("mixed_bfloat16", True),
+    ],
+)
+def test_jit_compile_and_mixed_precision_equal_reference(rng, policy, jit_compile):
+    # half-precision logits are read in float32: the values are those of the rounded logits
+    labels, _, logits = _data(rng, n=300)
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = keras.Sequential([keras.Input((K,)), keras.layers.Identity()])
+        model.compile(
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[_metric(n, from_logits=True) for n in NAMES],
+            jit_compile=jit_compile,
+        )
+        got = model.evaluate(logits, labels, batch_size=32, verbose=0, return_dict=True)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    compute_dtype = "float32" if policy == "float32" else policy.split("_")[1]
+    rounded = ops.convert_to_numpy(ops.cast(ops.cast(logits, compute_dtype), "float64"))
+    for name in NAMES:
+        want = _reference(name, reference.softmax(rounded), labels)
+        np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
 class TestSerialization:
     @pytest.mark.parametrize("name", NAMES)
     def test_config_round_trip(self, name):
