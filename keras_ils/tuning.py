@@ -208,6 +208,9 @@ class ILSHyperModel(keras_tuner.HyperModel):
             metrics.append(NegativeLogLikelihood(from_logits=True))
         config.update(loss=ILSLoss(self.method, **values, **self.loss_options), metrics=metrics)
         model.compile(**config)
+        if model.built and not model.optimizer.built:
+            # built here, Keras traces the train step once per trial; built inside it, tf.function traces twice
+            model.optimizer.build(model.trainable_variables)
         if self.objective.name not in _logged_names(model):
             raise ValueError(
                 f"Invalid value for argument `objective`. The model logs {sorted(_logged_names(model))}. "

@@ -232,6 +232,17 @@ class TestSearch:
         )
         assert len(history.history["val_nll"]) - 1 - int(np.argmin(history.history["val_nll"])) == 1
 
+    def test_a_trial_traces_its_train_step_once_not_per_epoch(self, synthetic):
+        splits, train, validation, _ = synthetic  # 150 examples in batches of 32: the last batch is partial
+        hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ils", patience=None)
+        hp = keras_tuner.HyperParameters()
+        model = hypermodel.build(hp)
+        traces = []
+        train_step = model.train_step
+        model.train_step = lambda data: traces.append(1) or train_step(data)
+        history = hypermodel.fit(hp, model, train, validation_data=validation, epochs=6, verbose=0)
+        assert len(history.history["val_nll"]) == 6 and len(traces) == 1
+
     def test_tuner_for_bad_arguments(self, tmp_path):
         hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ls")
         with pytest.raises(ValueError, match="argument `algorithm`"):
