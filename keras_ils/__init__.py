@@ -1,11 +1,11 @@
 """keras_ils: Instance-based Label Smoothing (Maher & Kull, ICMLA 2021) for Keras 3.
 
 The public names live here; `keras_ils.metrics`, `keras_ils.models`,
-`keras_ils.synthetic`, `keras_ils.datasets` and `keras_ils.training` are the
+`keras_ils.synthetic`, `keras_ils.datasets`, `keras_ils.training` and `keras_ils.tuning` are the
 homes of their own families.
 """
 
-from keras_ils import baselines, datasets, distillation, evaluation, metrics, models, synthetic, training
+from keras_ils import baselines, datasets, distillation, evaluation, metrics, models, synthetic, training, tuning
 from keras_ils.calibration import TemperatureScaling, calibrate, fit_temperature
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
@@ -38,6 +38,7 @@ __all__ = [
     "synthetic",
     "teacher_targets",
     "training",
+    "tuning",
     "with_hard_labels",
     "with_teacher_targets",
 ]
