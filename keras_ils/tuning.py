@@ -138,7 +138,8 @@ class ILSHyperModel(keras_tuner.HyperModel):
         method: `"ls"`, `"ils1"`, `"ils2"` or `"ils"`. Defaults to `"ils"`.
         search_space: `"paper"`, `"synthetic"` or a dict, see `make_search_space`.
             Defaults to `"paper"`.
-        objective: the metric trials are compared on; give the tuner
+        objective: the metric trials are compared on, a `keras_tuner.Objective`
+            or the name of a metric to minimise; give the tuner
             `hypermodel.objective`. Defaults to `OBJECTIVE` (`val_nll`, min).
         patience: early-stopping patience in epochs (paper: 10); `None`
             adds no early stopping. Defaults to `10`.
