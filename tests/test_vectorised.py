@@ -1,0 +1,232 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ils import calibration, models, synthetic, training, vectorised
+from keras_ils.losses import ILSLoss
+from keras_ils.metrics import NegativeLogLikelihood
+from keras_ils.targets import ils_targets, teacher_targets
+
+
+def _replicate(seed):
+    return synthetic.make_dataset(50, seed=seed), synthetic.make_dataset(50, seed=seed + 10_000)
+
+
+def _keras_mlp(weights, row, **model_args):
+    model = models.mlp(3, (2,), **model_args)
+    model.set_weights([np.asarray(w[row]) for pair in weights for w in pair])
+    return model
+
+
+def _epoch_batches(x, y, seed, epochs, batch_size=32):
+    """The vectorised trainer's batches (`epoch_order`), as a dataset for `model.fit(steps_per_epoch=...)`."""
+    datasets = []
+    for epoch in range(epochs):
+        order = vectorised.epoch_order(seed, epoch, len(x))
+        datasets.append(tf.data.Dataset.from_tensor_slices((x[order], y[order])).batch(batch_size))
+    dataset = datasets[0]
+    for more in datasets[1:]:
+        dataset = dataset.concatenate(more)
+    return dataset
+
+
+def _numpy_val_loss(model, x, y):
+    logits = model.predict(x, verbose=0).astype(np.float64)
+    logits -= logits.max(axis=1, keepdims=True)
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return float(-log_p[np.arange(len(y)), y].mean())
+
+
+class TestAgreementWithModelFit:
+    """Same initial weights, same batches, same targets: the vectorised trainer is `model.fit` to float tolerance."""
+
+    def test_weights_and_validation_losses_match_model_fit_with_ils_loss(self):
+        train, val = _replicate(3)
+        teacher = synthetic.bayes_logits(train.x).astype(np.float32)  # any calibrated teacher works here
+        configs = [
+            dict(method="ls", epsilon=0.1),
+            dict(method="ils", p1=0.8, p2=2.0, temperature=2.0),
+            dict(method="none"),
+        ]
+        seeds = [11, 12, 13]
+        targets = np.stack([np.asarray(ils_targets(train.y, teacher, **hp)) for hp in configs])
+        epochs = 3
+        weights = vectorised.initial_weights(seeds, 2, 3)
+        result = vectorised.train_mlps(
+            np.stack([train.x] * 3),
+            targets,
+            np.stack([val.x] * 3),
+            np.stack([val.y] * 3),
+            seeds=seeds,
+            weights=weights,
+            epochs=epochs,
+            patience=100,
+            pool_size=2,  # the third model waits for a slot: refill is exercised too
+            history=True,
+        )
+        y_teacher = np.asarray(teacher_targets(train.y, teacher))
+        for row, (hp, seed) in enumerate(zip(configs, seeds, strict=True)):
+            model = _keras_mlp(weights, row)
+            model.compile(
+                optimizer=keras.optimizers.Adam(1e-2),
+                loss=ILSLoss(**hp),  # the ordinary Keras path: teacher targets in, the loss makes the targets
+                metrics=[NegativeLogLikelihood(from_logits=True)],
+            )
+            history = model.fit(
+                _epoch_batches(train.x, y_teacher, seed, epochs),
+                steps_per_epoch=5,
+                epochs=epochs,
+                validation_data=(val.x, val.y),
+                shuffle=False,
+                verbose=0,
+            )
+            np.testing.assert_allclose(result.val_history[row], history.history["val_nll"], rtol=2e-5, atol=2e-6)
+            assert result.best_epoch[row] == int(np.argmin(history.history["val_nll"]))
+            # no early stop and the last epoch best: the returned weights are the trained ones
+            if result.best_epoch[row] == epochs - 1:
+                for ours, theirs in zip(
+                    [w[row] for pair in result.weights for w in pair], model.get_weights(), strict=True
+                ):
+                    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=2e-5)
+            np.testing.assert_allclose(result.val_history[row, epochs - 1], _numpy_val_loss(model, val.x, val.y), 1e-5)
+
+    def test_early_stopping_matches_keras_early_stopping(self):
+        train, val = _replicate(5)
+        seed, epochs, patience = 21, 60, 3
+        targets = np.asarray(ils_targets(train.y, num_classes=3, method="ls", epsilon=0.05))
+        weights = vectorised.initial_weights([seed], 2, 3, hidden_layers=2, units=16)
+        result = vectorised.train_mlps(
+            train.x[None],
+            targets[None],
+            val.x[None],
+            val.y[None],
+            seeds=[seed],
+            weights=weights,
+            epochs=epochs,
+            patience=patience,
+            hidden_layers=2,
+            units=16,
+        )
+        model = _keras_mlp(weights, 0, hidden_layers=2, units=16)
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-2),
+            loss=ILSLoss(method="none"),  # soft targets in training, hard labels in validation
+            metrics=[NegativeLogLikelihood(from_logits=True)],
+        )
+        stop = keras.callbacks.EarlyStopping(monitor="val_nll", patience=patience, restore_best_weights=True)
+        history = model.fit(
+            _epoch_batches(train.x, targets, seed, epochs),
+            steps_per_epoch=5,
+            epochs=epochs,
+            validation_data=(val.x, val.y),
+            callbacks=[stop],
+            shuffle=False,
+            verbose=0,
+        )
+        assert len(history.history["val_nll"]) < epochs  # it did stop early
+        assert result.epochs[0] == len(history.history["val_nll"])
+        assert result.best_epoch[0] == stop.best_epoch
+        np.testing.assert_allclose(result.best_val_loss[0], min(history.history["val_nll"]), rtol=1e-5)
+        for ours, theirs in zip([w[0] for pair in result.weights for w in pair], model.get_weights(), strict=True):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.slow
+def test_early_stopped_validation_loss_agrees_with_the_keras_recipe_within_seed_noise():
+    """Independent randomness on both sides (Keras' own initialisation and tf.data shuffling vs ours)."""
+    seeds = range(8)
+    ours, theirs = [], []
+    for seed in seeds:
+        train, val = _replicate(seed)
+        keras.utils.set_random_seed(seed)
+        model = models.mlp(3, (2,))
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-2),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[NegativeLogLikelihood(from_logits=True)],
+        )
+        make = lambda d: tf.data.Dataset.from_tensor_slices((d.x, d.y))  # noqa: E731
+        training.fit(model, make(train), make(val), training.Recipe(), monitor="val_nll", seed=seed)
+        theirs.append(_numpy_val_loss(model, val.x, val.y))
+        result = vectorised.train_mlps(
+            train.x[None], np.eye(3)[train.y][None], val.x[None], val.y[None], seeds=[1000 + seed]
+        )
+        ours.append(float(result.best_val_loss[0]))
+    ours, theirs = np.array(ours), np.array(theirs)
+    difference = ours - theirs  # paired by dataset
+    noise = difference.std(ddof=1) / np.sqrt(len(seeds))
+    assert abs(difference.mean()) < 3 * noise + 0.01, (ours, theirs)
+
+
+class TestInitialWeights:
+    def test_glorot_uniform_statistics_and_zero_biases(self):
+        weights = vectorised.initial_weights(range(200), 2, 3)
+        assert [k.shape[1:] for k, _ in weights] == [(2, 64)] + [(64, 64)] * 4 + [(64, 3)]
+        for kernel, bias in weights:
+            fan_in, fan_out = kernel.shape[1:]
+            limit = np.sqrt(6 / (fan_in + fan_out))
+            assert np.abs(kernel).max() <= limit and np.abs(kernel).max() > 0.95 * limit
+            np.testing.assert_allclose(kernel.var(), 2 / (fan_in + fan_out), rtol=0.05)  # Glorot's variance
+            assert not bias.any()
+
+    def test_same_as_keras_initialiser_in_distribution(self):
+        ours = vectorised.initial_weights(range(50), 64, 64, hidden_layers=0)[0][0]
+        theirs = np.stack([keras.initializers.GlorotUniform(seed=s)((64, 64)) for s in range(50)])
+        np.testing.assert_allclose(np.quantile(ours, [0.1, 0.5, 0.9]), np.quantile(theirs, [0.1, 0.5, 0.9]), atol=0.01)
+
+    def test_a_seed_fixes_a_model_whatever_its_neighbours(self):
+        a = vectorised.initial_weights([4, 5], 2, 3)
+        b = vectorised.initial_weights([5], 2, 3)
+        np.testing.assert_array_equal(a[2][0][1], b[2][0][0])
+
+
+def test_mlp_logits_match_keras_predict():
+    weights = vectorised.initial_weights([0, 1], 2, 3)
+    weights = [(k, np.full_like(b, 0.1)) for k, b in weights]
+    x = np.random.default_rng(0).normal(size=(7, 2)).astype(np.float32)
+    logits = vectorised.mlp_logits(weights, x, batch_size=3)
+    for row in range(2):
+        np.testing.assert_allclose(logits[row], _keras_mlp(weights, row).predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+    per_model = vectorised.mlp_logits(weights, np.stack([x, x[::-1]]))
+    np.testing.assert_allclose(per_model[1], logits[1][::-1], rtol=1e-6)
+
+
+def test_epoch_order_is_a_seeded_permutation():
+    assert sorted(vectorised.epoch_order(1, 0, 150)) == list(range(150))
+    np.testing.assert_array_equal(vectorised.epoch_order(1, 2, 150), vectorised.epoch_order(1, 2, 150))
+    assert not np.array_equal(vectorised.epoch_order(1, 2, 150), vectorised.epoch_order(1, 3, 150))
+
+
+class TestFitTemperatures:
+    def test_matches_fit_temperature_model_by_model(self):
+        rng = np.random.default_rng(1)
+        labels = rng.integers(0, 3, (6, 150))
+        logits = rng.normal(size=(6, 150, 3)) + 2 * np.eye(3)[labels]
+        logits *= np.array([0.2, 0.5, 1.0, 2.0, 5.0, 20.0])[:, None, None]
+        expected = [calibration.fit_temperature(z, y) for z, y in zip(logits, labels, strict=True)]
+        np.testing.assert_allclose(vectorised.fit_temperatures(logits, labels), expected, rtol=1e-9)
+
+    def test_bounds_like_fit_temperature(self):
+        separated = np.array([[[10.0, -10.0], [-10.0, 10.0]]])
+        labels = np.array([[0, 1]])
+        assert vectorised.fit_temperatures(separated, labels)[0] == calibration.fit_temperature(separated[0], labels[0])
+        assert vectorised.fit_temperatures(-separated, labels)[0] == calibration.fit_temperature(
+            -separated[0], labels[0]
+        )
+
+
+class TestArguments:
+    def test_shapes_are_checked(self):
+        with pytest.raises(ValueError, match="Expected x"):
+            vectorised.train_mlps(
+                np.zeros((2, 2)), np.zeros((1, 2, 3)), np.zeros((1, 2, 2)), np.zeros((1, 2)), seeds=[0]
+            )
+        with pytest.raises(ValueError, match="seeds"):
+            x = np.zeros((1, 4, 2))
+            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0, 1])
+
+    def test_bad_patience(self):
+        x = np.zeros((1, 4, 2))
+        with pytest.raises(ValueError, match="Invalid value for argument `patience`"):
+            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], patience=-1)
