@@ -267,3 +267,38 @@ def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
     assert [trial["status"] for trial in trials] == ["COMPLETED"] * 4
     best = min(trials, key=lambda trial: trial["score"])
     assert results["rows"][-1]["search_val_nll"] == pytest.approx(best["score"])
+
+
+class TestBenchmark:
+    def test_quick_synthetic_protocol_writes_the_table_beside_the_papers(self, tmp_path, capsys):
+        from keras_ils import synthetic
+
+        out = tmp_path / "bench"
+        argv = ["benchmark", "synthetic", "--quick", "--replicates", "2", "--seed", "3", "--output-dir", str(out)]
+        assert cli.main(argv) == 0
+        printed = capsys.readouterr().out
+        assert "| Bayes-Optimal | No |" in printed and "sign test" in printed
+        assert sorted(os.listdir(out)) == [
+            "best_smoothing_bayes.png",
+            "best_smoothing_no_ls_temps.png",
+            "synthetic_protocol.json",
+            "synthetic_protocol.md",
+        ]
+        document = json.loads((out / "synthetic_protocol.json").read_text())
+        assert document["command"] == "keras-ils " + " ".join(argv)
+        rows = {(r["method"], r["temps"]): r for r in document["summary"]["rows"]}
+        assert rows[("ILS", False)]["paper"]["nll"] == 0.5089
+        # the Bayes-optimal row, computed here independently on the same test sets (seeds 3 + 20000, 4 + 20000)
+        accuracies = []
+        for seed in (3, 4):
+            test = synthetic.make_dataset(200, seed=seed + 20_000)
+            accuracies.append(np.mean(synthetic.bayes_probabilities(test.x).argmax(1) == test.y))
+        np.testing.assert_allclose(rows[("Bayes-Optimal", False)]["ours"]["accuracy"], np.mean(accuracies), rtol=1e-6)
+        assert document["results"]["models_trained"] == 2 * (1 + 3 + 1 + 2 + 6 + 4)
+
+    def test_bad_replicates_is_one_error_line_and_no_files(self, tmp_path, capsys):
+        out = tmp_path / "bench"
+        assert cli.main(["benchmark", "synthetic", "--replicates", "0", "--output-dir", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("keras-ils: error:") and "--replicates" in err[0]
+        assert list(tmp_path.iterdir()) == []
