@@ -155,24 +155,21 @@ def smoothing_factor(
     return ops.minimum(eps, hp["max_epsilon"])
 
 
-def _wrong_class_distribution(one_hot, scaled_logits):
+def _wrong_class_distribution(one_hot, scaled_logits, num_classes):
     """q_j / (1 - q_t) for j != t, computed as a softmax over the wrong classes.
 
     That is the exact value of the paper's ratio, and stays exact where
     rounding makes q_t == 1 in floating point. Only a row whose wrong classes
     carry no mass at all (every wrong logit -inf) falls back to uniform.
     """
-    is_true = one_hot > 0.5
-    masked = ops.where(is_true, float("-inf"), scaled_logits)
+    masked = ops.where(one_hot > 0.5, float("-inf"), scaled_logits)
     row_max = ops.max(masked, axis=-1, keepdims=True)
-    row_max = ops.where(ops.isfinite(row_max), row_max, ops.zeros_like(row_max))
-    unnormalised = ops.where(is_true, ops.zeros_like(masked), ops.exp(masked - row_max))
+    row_max = ops.where(ops.isfinite(row_max), row_max, 0.0)
+    unnormalised = ops.exp(masked - row_max)  # 0 at the true class
     total = ops.sum(unnormalised, axis=-1, keepdims=True)
     has_mass = total > 0
-    safe_total = ops.where(has_mass, total, ops.ones_like(total))
-    num_classes = ops.shape(one_hot)[-1]
-    uniform = (1.0 - one_hot) / ops.cast(num_classes - 1, one_hot.dtype)
-    return ops.where(has_mass, unnormalised / safe_total, uniform)
+    uniform = (1.0 - one_hot) / (num_classes - 1.0)
+    return ops.where(has_mass, unnormalised / ops.where(has_mass, total, 1.0), uniform)
 
 
 def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
@@ -198,7 +195,8 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
         raise invalid("labels", "at least 2 classes", f"{num_classes} classes")
     if method == "none":
         return one_hot
-    k = ops.cast(ops.shape(one_hot)[-1], dtype)
+    # K as a Python number where the shape is static: fewer ops in every training step
+    k = float(num_classes) if num_classes is not None else ops.cast(ops.shape(one_hot)[-1], dtype)
     if method == "ls":
         return one_hot * (1.0 - hp["epsilon"]) + hp["epsilon"] / k
 
@@ -220,7 +218,7 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
         epsilon = hp["epsilon"]
     if method == "ils1":
         return one_hot * (1.0 - epsilon) + epsilon / k
-    wrong = _wrong_class_distribution(one_hot, logits / hp["temperature"])
+    wrong = _wrong_class_distribution(one_hot, logits / hp["temperature"], k)
     return one_hot * (1.0 - epsilon) + epsilon * wrong
 
 
