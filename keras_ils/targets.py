@@ -218,7 +218,8 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
         epsilon = hp["epsilon"]
     if method == "ils1":
         return one_hot * (1.0 - epsilon) + epsilon / k
-    wrong = _wrong_class_distribution(one_hot, logits / hp["temperature"], k)
+    scaled = logits if hp["temperature"] == 1.0 else logits / hp["temperature"]
+    wrong = _wrong_class_distribution(one_hot, scaled, k)
     return one_hot * (1.0 - epsilon) + epsilon * wrong
 
 
