@@ -140,6 +140,18 @@ class TestOnlineTeacher:
         want = ILSLoss(method="ils2", epsilon=0.2)(teacher_targets(y, teacher.predict(-x, verbose=0)), online(-x))
         np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
 
+    def test_label_forms_and_out_of_range_labels(self):
+        teacher, (x, y) = _teacher(), _data(n=32)
+        online = OnlineTeacher(_teacher(seed=4), teacher)
+        online.compile(optimizer="sgd", loss=ILSLoss(method="ils", p1=0.8, p2=2.0))
+        y_pred = online(x)
+        want = ILSLoss(method="ils", p1=0.8, p2=2.0)(teacher_targets(y, teacher.predict(x, verbose=0)), y_pred)
+        for labels in (y, y[:, None], y.astype("int64"), y.astype("float32")):
+            got = online.compute_loss(x=x, y=labels, y_pred=y_pred, training=True)
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Invalid value for argument `labels`"):
+            online.fit(x, y + 3, epochs=1, verbose=0)
+
     def test_keras_file_round_trip(self, tmp_path):
         teacher, (x, y) = _teacher(), _data(n=16)
         online = OnlineTeacher(_teacher(seed=3), teacher, teacher_temperature=1.3)
