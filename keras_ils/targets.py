@@ -348,8 +348,12 @@ def teacher_targets(labels, teacher_logits):
             "Argument `teacher_logits` must have shape [batch, K] with a known K. "
             f"Received shape: {teacher_logits.shape}"
         )
-    one_hot = _one_hot_labels(labels, teacher_logits.shape[-1])
-    return ops.concatenate([one_hot, ops.cast(teacher_logits, "float32")], axis=-1)
+    return _pack_teacher_targets(_one_hot_labels(labels, teacher_logits.shape[-1]), teacher_logits)
+
+
+def _pack_teacher_targets(one_hot, teacher_logits):
+    """The layout itself, for callers whose labels are already one-hot and range-checked."""
+    return ops.concatenate([ops.cast(one_hot, "float32"), ops.cast(teacher_logits, "float32")], axis=-1)
 
 
 def check_labels_in_range(labels, num_classes):

@@ -230,9 +230,11 @@ class OnlineTeacher(keras.Model):
             y = ops.convert_to_tensor(y)
             num_classes = y_pred.shape[-1]
             if _targets.y_true_kind(y, num_classes, len(y_pred.shape)) == "sparse":
-                teacher_logits = ops.stop_gradient(self.teacher(x, training=False)) / self.teacher_temperature
-                labels = _targets.hard_labels(y, num_classes, len(y_pred.shape))
-                y = _targets.teacher_targets(labels, teacher_logits)
+                teacher_logits = ops.stop_gradient(self.teacher(x, training=False))
+                if self.teacher_temperature != 1.0:
+                    teacher_logits = teacher_logits / self.teacher_temperature
+                labels = _targets.hard_labels(y, num_classes, len(y_pred.shape))  # range-checked here, once
+                y = _targets._pack_teacher_targets(ops.one_hot(labels, num_classes), teacher_logits)
         return super().compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
 
     def get_config(self):
