@@ -162,6 +162,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="a smoke run: small grids, 200 test points per class, at most 30 epochs (not the paper's protocol)",
     )
     benchmark.add_argument(
+        "--init",
+        choices=("keras", "pytorch"),
+        default="keras",
+        help="the MLPs' initialisation: Keras' defaults (the package's) or PyTorch's (the paper's authors'); "
+        "default: keras",
+    )
+    benchmark.add_argument(
+        "--independent-seeds",
+        action="store_true",
+        help="one seed (initialisation, batch order) per model instead of one per replicate shared by its models",
+    )
+    benchmark.add_argument(
         "--output-dir", default=None, help="where results go (default: runs/benchmark-synthetic-seedN)"
     )
     return parser
@@ -254,7 +266,9 @@ def benchmark_command(args) -> int:
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):  # fail before hours of training
         raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
-    results = synthetic_experiments.run_replicates(args.replicates, args.seed, **settings)
+    results = synthetic_experiments.run_replicates(
+        args.replicates, args.seed, init=args.init, shared_seeds=not args.independent_seeds, **settings
+    )
     command = args.argv or "keras-ils " + shlex.join(sys.argv[1:])
     synthetic_experiments.write_outputs(results, output_dir, command)
     print(open(os.path.join(output_dir, "synthetic_protocol.md")).read())

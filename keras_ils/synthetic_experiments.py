@@ -7,9 +7,10 @@ train/validation/test seeds as `keras_ils.datasets.load_synthetic`: `s`,
 1. Every model is `keras_ils.models.mlp` (5 x 64 ReLU) trained by the MLP
    recipe (Adam 1e-2, batch 32, at most 500 epochs, early stopping with
    patience 10 on the hard-label validation cross-entropy, best epoch kept),
-   all of them at once by `keras_ils.vectorised.train_mlps`. The models of one
-   replicate share their initial weights and batch order (common random
-   numbers): they differ only in their targets.
+   all of them at once by `keras_ils.vectorised.train_mlps`. By default the
+   models of one replicate share their initial weights and batch order
+   (common random numbers): they differ only in their targets
+   (`shared_seeds=False`: one seed per model).
 2. No LS (one-hot), LS over the appendix grid of `epsilon`, and LS-0.2.
 3. The No LS model is the teacher: `T*` fitted on validation, its calibrated
    logits on the training set give every ILS target through
@@ -131,6 +132,10 @@ CLAIMS = tuple(
 
 CURVE_BINS = 50
 CURVE_RANGE = (0.2, 1.0)
+CURVE_TEACHERS = ("bayes", "no_ls_temps")
+# The paper does not say on which instances it compared students with the teacher. ILS1's factor smooths
+# training labels, so the training instances are the natural reading; the test instances are shown too.
+CURVE_INSTANCES = ("train", "test")
 
 
 def grids(quick: bool = False) -> dict:
@@ -187,11 +192,19 @@ def _softmax(z):
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def _train(data, rows, targets, seeds, train_args):
+def _model_seeds(seed, reps, offset, count, shared):
+    """Seeds of `count` models (configuration indices `offset...`) of each replicate, replicate-major."""
+    if shared:  # common random numbers: one initialisation and batch order per replicate
+        return [seed + r for r in reps for _ in range(count)]
+    return [(seed + r) * 1000 + offset + j + 1 for r in reps for j in range(count)]
+
+
+def _train(data, rows, targets, seeds, train_args, init):
+    weights = vectorised.initial_weights(seeds, 2, synthetic.NUM_CLASSES, scheme=init)
     x = np.stack([data[r]["train"].x for r in rows])
     x_val = np.stack([data[r]["val"].x for r in rows])
     y_val = np.stack([data[r]["val"].y for r in rows])
-    return vectorised.train_mlps(x, np.stack(targets), x_val, y_val, seeds=seeds, **train_args)
+    return vectorised.train_mlps(x, np.stack(targets), x_val, y_val, seeds=seeds, weights=weights, **train_args)
 
 
 def scores(logits, labels, dense, num_bins: int = 15) -> dict:
@@ -260,6 +273,8 @@ def run_replicates(
     epochs: int = 500,
     group: int = 25,
     pool_size: int = 256,
+    init: str = "keras",
+    shared_seeds: bool = True,
     log=print,
 ) -> dict:
     """Runs the protocol on `replicates` datasets; returns per-replicate rows, curve sums and timings.
@@ -274,6 +289,14 @@ def run_replicates(
             of the trainer (the No LS and LS models of all replicates train
             first, in one call). Defaults to `25`.
         pool_size: the trainer's `pool_size`. Defaults to `256`.
+        init: the models' initialisation, `"keras"` (the package's) or
+            `"pytorch"` (`keras_ils.vectorised.initial_weights`). Defaults
+            to `"keras"`.
+        shared_seeds: all models of a replicate start from the same weights
+            and see the same batch order (common random numbers), so they
+            differ only in their targets; `False` gives every model its own
+            seed, so that selecting the best of a grid also selects a lucky
+            initialisation (more so for larger grids). Defaults to `True`.
         log: progress printer, or `None`. Defaults to `print`.
 
     Returns:
@@ -284,18 +307,23 @@ def run_replicates(
     integer_at_least("replicates", replicates, 1)
     integer_at_least("n_test", n_test, 1)
     integer_at_least("group", group, 1)
+    if init not in vectorised.INITIALISATIONS:
+        raise ValueError(
+            f"Invalid value for argument `init`. Expected one of {vectorised.INITIALISATIONS}. Received: init={init!r}"
+        )
     grid = grids(quick)
     free, taught = model_configs(grid)
     train_args = dict(epochs=epochs, pool_size=pool_size)
     per_replicate = {_key(row): [] for row in ROWS}
     ls_epsilons = [hp["epsilon"] for name, hp in free if name.startswith("Standard LS")]
     curves = {
-        teacher: dict(
+        f"{teacher}/{instances}": dict(
             teacher_sum=np.zeros(CURVE_BINS),
             student_sum=np.zeros((len(ls_epsilons), CURVE_BINS)),
             count=np.zeros(CURVE_BINS),
         )
-        for teacher in ("bayes", "no_ls_temps")
+        for teacher in CURVE_TEACHERS
+        for instances in CURVE_INSTANCES
     }
     started = time.time()
     data = {
@@ -312,7 +340,8 @@ def run_replicates(
     targets = [
         np.asarray(ils_targets(data[r]["train"].y, num_classes=3, **hp), np.float32) for r in reps for _, hp in free
     ]
-    first_stage = _train(data, rows, targets, [seed + r for r in rows], train_args)
+    seeds = _model_seeds(seed, reps, 0, len(free), shared_seeds)
+    first_stage = _train(data, rows, targets, seeds, train_args, init)
     trained, epochs_total = len(rows), int(first_stage.epochs.sum())
     if log:
         log(f"No LS and LS models of {replicates} replicates: {trained} models, {time.time() - started:.0f} s")
@@ -332,7 +361,8 @@ def run_replicates(
             for r in reps
             for _, hp in taught
         ]
-        second_stage = _train(data, rows2, targets2, [seed + r for r in rows2], train_args)
+        seeds2 = _model_seeds(seed, reps, len(free), len(taught), shared_seeds)
+        second_stage = _train(data, rows2, targets2, seeds2, train_args, init)
         trained += len(rows2)
         epochs_total += int(second_stage.epochs.sum())
         # 4. selection and test metrics, replicate by replicate
@@ -352,6 +382,8 @@ def run_replicates(
         quick=quick,
         n_test=n_test,
         epochs=epochs,
+        init=init,
+        shared_seeds=shared_seeds,
         grid={name: list(values) for name, values in grid.items()},
         per_replicate=per_replicate,
         curves={t: {k: v.tolist() for k, v in c.items()} for t, c in curves.items()},
@@ -410,20 +442,28 @@ def _replicate_rows(data, configs, weights, teacher_temperature, per_replicate, 
         row.update({h: float(hp[h]) for h in HYPERPARAMETERS if h in hp})
         per_replicate[_key((name, temps))].append(row)
     # Fig. 4: true-class probabilities of the teachers and of every LS student, binned by the teacher's
-    teacher_p = {
-        "bayes": _softmax(bayes)[np.arange(len(test.y)), test.y],
-        "no_ls_temps": _softmax(test_logits[0] / teacher_temperature)[np.arange(len(test.y)), test.y],
-    }
-    for teacher, p in teacher_p.items():
-        bins = np.floor((p - CURVE_RANGE[0]) / (CURVE_RANGE[1] - CURVE_RANGE[0]) * CURVE_BINS).astype(int)
-        inside = (p >= CURVE_RANGE[0]) & (bins >= 0)
-        bins = np.minimum(bins, CURVE_BINS - 1)[inside]
-        curve = curves[teacher]
-        curve["count"] += np.bincount(bins, minlength=CURVE_BINS)
-        curve["teacher_sum"] += np.bincount(bins, weights=p[inside], minlength=CURVE_BINS)
-        for j, model in enumerate(ls_models):
-            student = _softmax(test_logits[model])[np.arange(len(test.y)), test.y][inside]
-            curve["student_sum"][j] += np.bincount(bins, weights=student, minlength=CURVE_BINS)
+    train = data["train"]
+    ls_weights = [(k[[0] + ls_models], b[[0] + ls_models]) for k, b in weights]
+    train_logits = vectorised.mlp_logits(ls_weights, train.x)  # the teacher (No LS), then the LS students
+    for instances, x, y, teacher_logits, student_logits in (
+        ("train", train.x, train.y, train_logits[0], train_logits[1:]),
+        ("test", test.x, test.y, test_logits[0], [test_logits[m] for m in ls_models]),
+    ):
+        rows = np.arange(len(y))
+        teacher_p = {
+            "bayes": _softmax(synthetic.bayes_logits(x))[rows, y],
+            "no_ls_temps": _softmax(teacher_logits / teacher_temperature)[rows, y],
+        }
+        student_p = [_softmax(z)[rows, y] for z in student_logits]
+        for teacher, p in teacher_p.items():
+            bins = np.floor((p - CURVE_RANGE[0]) / (CURVE_RANGE[1] - CURVE_RANGE[0]) * CURVE_BINS).astype(int)
+            inside = (p >= CURVE_RANGE[0]) & (bins >= 0)
+            bins = np.minimum(bins, CURVE_BINS - 1)[inside]
+            curve = curves[f"{teacher}/{instances}"]
+            curve["count"] += np.bincount(bins, minlength=CURVE_BINS)
+            curve["teacher_sum"] += np.bincount(bins, weights=p[inside], minlength=CURVE_BINS)
+            for j, student in enumerate(student_p):
+                curve["student_sum"][j] += np.bincount(bins, weights=student[inside], minlength=CURVE_BINS)
 
 
 def sign_test(wins: int, losses: int) -> float:
@@ -479,7 +519,8 @@ def summarise(results: dict) -> dict:
 def best_smoothing_curves(results: dict) -> dict:
     """Fig. 4: per bin of the teacher's `p_t`, the LS `epsilon` whose student's mean `p_t` there is closest.
 
-    Bins pool the test points of all replicates; empty bins give `None`.
+    Bins pool the points of all replicates (training and test points
+    separately); empty bins give `None`.
     """
     epsilons = np.array(results["ls_epsilons"])
     edges = np.linspace(*CURVE_RANGE, CURVE_BINS + 1)
@@ -514,6 +555,9 @@ _COLUMNS = (
 )
 
 
+_SEEDS = {True: "one seed per replicate, shared by its models", False: "one seed per model"}
+
+
 def markdown(results: dict, summary: dict, command: str) -> str:
     """The tables as markdown: ours beside the paper's (in parentheses), win rates, settings."""
     out = io.StringIO()
@@ -523,7 +567,8 @@ def markdown(results: dict, summary: dict, command: str) -> str:
         f"{results['replicates']} replicates (seeds {results['seed']}..{results['seed'] + results['replicates'] - 1}), "
         f"{results['n_test']} test points per class, {results['models_trained']} models trained "
         f"({results['model_epochs']} model-epochs) in {results['seconds']:.0f} s"
-        f"{' (quick grids)' if results['quick'] else ''}.\n\n"
+        f"{' (quick grids)' if results['quick'] else ''}; initialisation: {results.get('init', 'keras')}, "
+        f"{_SEEDS[results.get('shared_seeds', True)]}.\n\n"
     )
     w("Each cell: ours (paper). cwECE (authors' code) is the package's `class_conditional_ece`, the quantity the ")
     w("paper's cwECE column prints; cwECE (Eq. 2) is the package's `cwece`. The paper prints only the first.\n\n")
@@ -567,9 +612,18 @@ def plot_curves(results: dict, summary: dict, path: str, teacher: str) -> str:
 
     curves = summary["curves"]
     centres = np.array(curves["bin_centres"])
-    best = np.array([np.nan if v is None else v for v in curves[teacher]["best_epsilon"]])
-    figure, axis = plt.subplots(figsize=(5, 4))
-    axis.plot(centres, best, "o-", color="tab:red", markersize=3, label="best LS eps per bin (ours)")
+    figure, axis = plt.subplots(figsize=(5.5, 4))
+    for instances, style in (("train", "o-"), ("test", "s:")):
+        best = np.array([np.nan if v is None else v for v in curves[f"{teacher}/{instances}"]["best_epsilon"]])
+        axis.plot(
+            centres,
+            best,
+            style,
+            color="tab:red",
+            markersize=3,
+            alpha=1.0 if instances == "train" else 0.5,
+            label=f"best LS eps per bin, {instances} instances (ours)",
+        )
     p = np.linspace(*CURVE_RANGE, 200)
     ils1 = next(r["ours"] for r in summary["rows"] if r["method"] == "ILS1" and not r["temps"])
     for p1, p2, style, label in (
@@ -601,7 +655,7 @@ def write_outputs(results: dict, output_dir: str, command: str) -> dict:
         payload = json.dumps(document, indent=1).encode()
         atomic_write(os.path.join(staging, "synthetic_protocol.json"), lambda f: f.write(payload))
         atomic_write(os.path.join(staging, "synthetic_protocol.md"), lambda f: f.write(text.encode()))
-        for teacher in ("bayes", "no_ls_temps"):
+        for teacher in CURVE_TEACHERS:
             plot_curves(results, summary, os.path.join(staging, f"best_smoothing_{teacher}.png"), teacher)
     return summary
 

@@ -74,12 +74,21 @@ def layer_sizes(input_dim: int, num_classes: int, hidden_layers: int = 5, units:
     return list(zip(sizes[:-1], sizes[1:], strict=True))
 
 
-def initial_weights(seeds, input_dim: int, num_classes: int, hidden_layers: int = 5, units: int = 64) -> list:
-    """Keras' MLP initialisation for each seed: Glorot-uniform kernels, zero biases.
+INITIALISATIONS = ("keras", "pytorch")
 
-    A kernel of shape `(fan_in, fan_out)` is uniform in `[-l, l]` with
-    `l = sqrt(6 / (fan_in + fan_out))` (`keras.initializers.GlorotUniform`),
-    drawn with `numpy.random.default_rng(seed)` layer by layer.
+
+def initial_weights(
+    seeds, input_dim: int, num_classes: int, hidden_layers: int = 5, units: int = 64, scheme: str = "keras"
+) -> list:
+    """Initial MLP weights for each seed, drawn with `numpy.random.default_rng(seed)` layer by layer.
+
+    - `"keras"` (the package's): Keras' `Dense` defaults, Glorot-uniform
+      kernels (uniform in `[-l, l]`, `l = sqrt(6 / (fan_in + fan_out))`) and
+      zero biases.
+    - `"pytorch"`: `torch.nn.Linear`'s defaults, kernels and biases uniform in
+      `[-1/sqrt(fan_in), 1/sqrt(fan_in)]` (the paper's authors trained with
+      PyTorch); for comparing with the paper, not what `keras_ils.models.mlp`
+      starts from.
 
     Returns:
         `[(kernel [M, in, out], bias [M, out]), ...]` float32.
@@ -87,17 +96,27 @@ def initial_weights(seeds, input_dim: int, num_classes: int, hidden_layers: int 
     Example:
 
     >>> w = initial_weights([0, 1], 2, 3, hidden_layers=1, units=4)
-    >>> [k.shape for k, b in w], bool(np.abs(w[0][0]).max() <= np.sqrt(6 / 6))
-    ([(2, 2, 4), (2, 4, 3)], True)
+    >>> [k.shape for k, b in w], bool(np.abs(w[0][0]).max() <= np.sqrt(6 / 6)), bool(w[0][1].any())
+    ([(2, 2, 4), (2, 4, 3)], True, False)
     """
+    if scheme not in INITIALISATIONS:
+        raise ValueError(
+            f"Invalid value for argument `scheme`. Expected one of {INITIALISATIONS}. Received: {scheme!r}"
+        )
     sizes = layer_sizes(input_dim, num_classes, hidden_layers, units)
     kernels = [np.empty((len(seeds), i, o), np.float32) for i, o in sizes]
+    biases = [np.zeros((len(seeds), o), np.float32) for _, o in sizes]
     for row, seed in enumerate(seeds):
         rng = np.random.default_rng(int(seed))
-        for kernel, (fan_in, fan_out) in zip(kernels, sizes, strict=True):
-            limit = np.sqrt(6.0 / (fan_in + fan_out))
-            kernel[row] = rng.uniform(-limit, limit, (fan_in, fan_out))
-    return [(kernel, np.zeros((len(seeds), o), np.float32)) for kernel, (_, o) in zip(kernels, sizes, strict=True)]
+        for kernel, bias, (fan_in, fan_out) in zip(kernels, biases, sizes, strict=True):
+            if scheme == "keras":
+                limit = np.sqrt(6.0 / (fan_in + fan_out))
+                kernel[row] = rng.uniform(-limit, limit, (fan_in, fan_out))
+            else:
+                limit = 1.0 / np.sqrt(fan_in)
+                kernel[row] = rng.uniform(-limit, limit, (fan_in, fan_out))
+                bias[row] = rng.uniform(-limit, limit, fan_out)
+    return list(zip(kernels, biases, strict=True))
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -453,6 +472,7 @@ def fit_temperatures(logits, labels, *, bounds: tuple = (1e-2, 1e2), iterations:
 
 
 __all__ = [
+    "INITIALISATIONS",
     "TrainedMLPs",
     "epoch_order",
     "fit_temperatures",

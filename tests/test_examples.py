@@ -50,3 +50,13 @@ def test_tune_synthetic_example_prints_ls_and_ils_beside_the_paper(tmp_path, cap
         assert row["trials"] == 3 and np.isfinite(row["val_nll"]) and 0.3 < row["all"]["accuracy"] <= 1.0
     out = capsys.readouterr().out
     assert out.count("  paper") == 4 and "temperature" in out
+
+
+def test_synthetic_protocol_example_quick(tmp_path, capsys):
+    summary = _load("synthetic_protocol").main(["--quick", "--replicates", "1", "--output-dir", str(tmp_path)])
+    rows = {(r["method"], r["temps"]): r for r in summary["rows"]}
+    assert len(rows) == 15 and rows[("Standard LS (sparse validation)", False)]["paper"]["epsilon"] == 0.122
+    for row in rows.values():
+        assert 0.3 < row["ours"]["accuracy"] <= 1.0 and np.isfinite(row["ours"]["nll"])
+    assert "| ILS | Yes |" in capsys.readouterr().out
+    assert (tmp_path / "best_smoothing_bayes.png").stat().st_size > 1000

@@ -53,7 +53,7 @@ def _fake_results(per_row):
     per_replicate["ILS1"] = [dict(r, p1=0.8, p2=2.0) for r in per_replicate["ILS1"]]
     curves = {
         t: dict(teacher_sum=[0.0] * 50, student_sum=[[0.0] * 50, [0.0] * 50], count=[0] * 50)
-        for t in ("bayes", "no_ls_temps")
+        for t in ("bayes/train", "bayes/test", "no_ls_temps/train", "no_ls_temps/test")
     }
     return dict(per_replicate=per_replicate, curves=curves, ls_epsilons=[0.01, 0.2])
 
@@ -75,12 +75,12 @@ def test_win_rates_count_replicates_in_the_right_direction():
 
 def test_best_smoothing_curve_picks_the_epsilon_whose_students_match_the_teacher():
     results = _fake_results({})
-    curve = results["curves"]["bayes"]
+    curve = results["curves"]["bayes/train"]
     curve["count"][10] = 2
     curve["teacher_sum"][10] = 2 * 0.42
     curve["student_sum"][0][10] = 2 * 0.60  # eps 0.01: mean 0.60, far
     curve["student_sum"][1][10] = 2 * 0.45  # eps 0.2: mean 0.45, closest
     out = synthetic_experiments.best_smoothing_curves(results)
-    assert out["bayes"]["best_epsilon"][10] == 0.2
-    assert out["bayes"]["best_epsilon"][11] is None
+    assert out["bayes/train"]["best_epsilon"][10] == 0.2
+    assert out["bayes/train"]["best_epsilon"][11] is None and out["bayes/test"]["best_epsilon"][10] is None
     np.testing.assert_allclose(out["bin_centres"][10], 0.2 + 10.5 * 0.8 / 50)

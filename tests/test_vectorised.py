@@ -175,6 +175,15 @@ class TestInitialWeights:
         theirs = np.stack([keras.initializers.GlorotUniform(seed=s)((64, 64)) for s in range(50)])
         np.testing.assert_allclose(np.quantile(ours, [0.1, 0.5, 0.9]), np.quantile(theirs, [0.1, 0.5, 0.9]), atol=0.01)
 
+    def test_pytorch_scheme_is_torch_linear_defaults(self):
+        for kernel, bias in vectorised.initial_weights(range(200), 2, 3, scheme="pytorch"):
+            limit = 1 / np.sqrt(kernel.shape[1])  # 1 / sqrt(fan_in), for kernels and biases alike
+            for w in (kernel, bias):
+                assert np.abs(w).max() <= limit and np.abs(w).max() > 0.9 * limit
+            np.testing.assert_allclose(kernel.var(), limit**2 / 3, rtol=0.05)
+        with pytest.raises(ValueError, match="Invalid value for argument `scheme`"):
+            vectorised.initial_weights([0], 2, 3, scheme="he")
+
     def test_a_seed_fixes_a_model_whatever_its_neighbours(self):
         a = vectorised.initial_weights([4, 5], 2, 3)
         b = vectorised.initial_weights([5], 2, 3)
