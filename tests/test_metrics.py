@@ -69,6 +69,15 @@ def test_every_y_true_form_and_logits(rng, name):
         np.testing.assert_allclose(float(metric.result()), want, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_sequence_predictions_count_every_position(rng, name):
+    # [batch, steps, K] predictions with [batch, steps] labels: one row per position
+    labels, probs, _ = _data(rng, n=240)
+    metric = _metric(name)
+    metric.update_state(labels.reshape(24, 10), probs.reshape(24, 10, K))
+    np.testing.assert_allclose(float(metric.result()), _reference(name, probs, labels), rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("n_bins", [1, 5, 15, 30])
 def test_bin_counts(rng, n_bins):
     labels, probs, _ = _data(rng)
