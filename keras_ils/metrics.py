@@ -83,9 +83,10 @@ class _CalibrationMetric(keras.metrics.Metric):
         else:
             probabilities = y_pred
             log_probabilities = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
-        probabilities = ops.reshape(probabilities, (-1, num_classes))
-        log_probabilities = ops.reshape(log_probabilities, (-1, num_classes))
-        labels = ops.reshape(labels, (-1,))
+        if len(probabilities.shape) != 2:  # a sequence or image of predictions: one row each
+            probabilities = ops.reshape(probabilities, (-1, num_classes))
+            log_probabilities = ops.reshape(log_probabilities, (-1, num_classes))
+            labels = ops.reshape(labels, (-1,))
         if sample_weight is None:
             weights = ops.ones_like(labels, dtype=self.dtype)
         else:

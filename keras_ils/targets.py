@@ -423,8 +423,9 @@ def hard_labels(y_true, num_classes, y_pred_rank=None):
         labels = ops.cast(labels, "int32")
         check_labels_in_range(labels, num_classes)
         return labels
-    if kind == "teacher":
-        y_true, _ = split_teacher_targets(y_true, num_classes)
+    if kind == "teacher":  # exact one-hot: an integer argmax (a float one adds -0.0 handling to every step)
+        one_hot, _ = split_teacher_targets(y_true, num_classes)
+        return ops.cast(ops.argmax(ops.cast(one_hot > 0.5, "int32"), axis=-1), "int32")
     return ops.cast(ops.argmax(y_true, axis=-1), "int32")
 
 
