@@ -37,6 +37,27 @@ def test_direct_call_map_and_batched_map_agree():
     np.testing.assert_array_equal(mapped, direct)
 
 
+def test_chunked_attach_across_chunks_keeps_order_and_cardinality():
+    x, y, logits = _source(n=600)  # more examples than one chunk of the vectorised attach
+    ds = data.with_teacher_targets(tf.data.Dataset.from_tensor_slices((x, y)), TeacherLogits(logits, y, {}))
+    assert int(ds.cardinality()) == 600 and ds.element_spec[1].shape == (8,)
+    xs, ts = zip(*[(a.numpy(), t.numpy()) for a, t in ds], strict=True)
+    np.testing.assert_array_equal(np.stack(xs), x)
+    np.testing.assert_array_equal(np.stack(ts), teacher_targets(y, logits).numpy())
+
+
+def test_examples_of_different_shapes():
+    lengths = [3, 1, 4, 1, 5]
+    signature = (tf.TensorSpec([None], tf.float32), tf.TensorSpec([], tf.int32))
+    source = tf.data.Dataset.from_generator(
+        lambda: ((np.full(n, i, "float32"), np.int32(i % 2)) for i, n in enumerate(lengths)), output_signature=signature
+    )
+    logits = np.arange(10, dtype="float32").reshape(5, 2)
+    out = list(data.with_teacher_targets(source, logits))
+    assert [len(a) for a, _ in out] == lengths
+    np.testing.assert_array_equal(np.stack([t for _, t in out]), teacher_targets([0, 1, 0, 1, 0], logits).numpy())
+
+
 def test_tfds_dict_form():
     x, y, logits = _source(n=8)
     ds = tf.data.Dataset.from_tensor_slices({"image": x, "label": y.astype("int64"), "id": np.arange(8)})
