@@ -19,6 +19,8 @@ import tensorflow as tf
 
 from keras_ils import targets as _targets
 
+_ATTACH_CHUNK = 256
+
 
 def as_pairs(dataset: tf.data.Dataset, image_key: str = "image", label_key: str = "label") -> tf.data.Dataset:
     """Maps tfds dicts `{"image", "label"}` to `(x, y)` tuples; `(x, y)` datasets pass through.
@@ -68,7 +70,11 @@ def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf
         **keys: `image_key`/`label_key` for tfds dicts.
 
     Returns:
-        A dataset of `(x, y_teacher)` with `y_teacher` of shape `[2K]`.
+        A dataset of `(x, y_teacher)` with `y_teacher` of shape `[2K]`, one
+        element per example. Examples whose features all have a fixed shape
+        are attached 256 at a time (batched, mapped, unbatched: a per-example
+        map costs about seven times more), so a failed label check ends the
+        iteration at the start of its chunk of 256.
 
     Example:
 
@@ -98,7 +104,7 @@ def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf
         (logits, np.asarray(stored_labels if stored_labels is not None else np.full(len(logits), -1), np.int64))
     )
 
-    def attach(pair, row):
+    def attach(pair, row):  # one example, or a chunk of them (every tensor with a leading axis)
         (x, y), (teacher_row, stored_label) = pair, row
         y = tf.cast(y, tf.int64)
         checks = _check_range(y, num_classes)
@@ -112,9 +118,17 @@ def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf
                 )
             )
         with tf.control_dependencies(checks):
-            return x, _targets.teacher_targets(y[None], teacher_row[None])[0]
+            return x, _targets._pack_teacher_targets(tf.one_hot(y, num_classes), teacher_row)
 
-    return tf.data.Dataset.zip((dataset, rows)).map(attach, num_parallel_calls=tf.data.AUTOTUNE)
+    paired = tf.data.Dataset.zip((dataset, rows))
+    if not all(
+        isinstance(spec, tf.TensorSpec) and spec.shape.is_fully_defined()
+        for spec in tf.nest.flatten(dataset.element_spec[0])
+    ):  # examples of different shapes: one at a time
+        return paired.map(attach, num_parallel_calls=tf.data.AUTOTUNE)
+    # fixed shapes: attached a chunk at a time (per-example maps cost ~7x more), then single examples again
+    attached = paired.batch(_ATTACH_CHUNK).map(attach, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    return attached.apply(tf.data.experimental.assert_cardinality(count)) if count >= 0 else attached
 
 
 def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, **keys) -> tf.data.Dataset:
