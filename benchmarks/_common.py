@@ -197,8 +197,9 @@ def in_graph_seconds(body, args, repetitions: int, jit_compile: bool = False):
     """A function timing `body(*args, i)` run `repetitions` times inside one `tf.function` loop.
 
     `body` returns a scalar and must use `i` (a float), so no iteration can be
-    hoisted out of the loop; the dispatch of the call is shared by all
-    repetitions. The returned function returns seconds per repetition.
+    hoisted out of the loop; iterations run one at a time; the dispatch of the
+    call is shared by all repetitions. The returned function returns seconds
+    per repetition.
     """
     import tensorflow as tf
 
@@ -207,7 +208,10 @@ def in_graph_seconds(body, args, repetitions: int, jit_compile: bool = False):
         def step(i, total):
             return i + 1, total + tf.cast(body(*tensors, tf.cast(i, tf.float32)), tf.float32)
 
-        return tf.while_loop(lambda i, total: i < repetitions, step, (tf.constant(0), tf.constant(0.0)))[1]
+        # parallel_iterations=1: one repetition after the other, so the time is latency, not throughput
+        return tf.while_loop(
+            lambda i, total: i < repetitions, step, (tf.constant(0), tf.constant(0.0)), parallel_iterations=1
+        )[1]
 
     def measure():
         start = time.perf_counter()

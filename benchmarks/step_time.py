@@ -27,7 +27,9 @@ is not what is measured: see `input_pipeline.py`). One round runs a short
 its median step over that `fit` (first step dropped). The first round (tracing,
 XLA compilation) is dropped. Ratios are taken within each round and the
 median over rounds is reported with its interquartile range. The teacher's
-forward pass is timed inside one `tf.function` loop (no per-call dispatch).
+forward pass is timed inside one `tf.function` loop (no per-call dispatch), and
+so are the losses alone (loss and gradient on one batch of logits): the cost
+ILS adds to a step without the noise of whole steps.
 
 Targets (issue "performance and scale"):
     cached ILS <= 1.03 x plain cross-entropy;
@@ -147,6 +149,16 @@ def benchmark_model(model_name, args):
     if not args.no_xla:
         calls["teacher forward, XLA"] = _common.in_graph_seconds(forward, (x_batch,), steps, jit_compile=True)
 
+    logits = tf.constant(calibrated_teacher.predict(x[:batch_size], verbose=0))
+    sparse_batch, teacher_batch = next(iter(sparse))[1], next(iter(teacher_rows))[1]
+    losses = {
+        "plain cross-entropy": (plain_loss(), sparse_batch),
+        "LS": (keras_ils.ILSLoss(method="ls", epsilon=0.1), sparse_batch),
+        "ILS, cached teacher": (keras_ils.ILSLoss(**ILS), teacher_batch),
+    }
+    for name, (loss, y_batch) in losses.items():
+        calls[f"loss alone: {name}"] = _common.in_graph_seconds(_loss_and_gradient(loss), (y_batch, logits), 200)
+
     policies = ", ".join(args.policies_for(model_name)) or "none"
     print(
         f"## {model_name}: {num_classes} classes, input {tuple(input_shape)}, batch {batch_size}, "
@@ -179,8 +191,30 @@ def benchmark_model(model_name, args):
             rows.append([name, f"{1e3 * median:.2f}", f"{batch_size / median:,.0f}", "", "", ""])
     headers = ["variant", "step ms (median)", "examples/s", "GPU util", "ratio to plain [IQR]", "target"]
     print(_common.table(headers, rows))
+    print()
+
+    plain_step = float(np.median(times["plain cross-entropy"]))
+    plain_loss_time = float(np.median(times["loss alone: plain cross-entropy"]))
+    loss_rows = []
+    for name in losses:
+        median = float(np.median(times[f"loss alone: {name}"]))
+        added = median - plain_loss_time
+        loss_rows.append([name, f"{1e6 * median:.1f}", f"{1e6 * added:+.1f}", f"{100 * added / plain_step:+.3f} %"])
+    print(f"loss and its gradient alone, on a [{batch_size}, {num_classes}] batch of logits, in a tf.function loop:")
+    print(_common.table(["loss", "us per step", "added vs plain, us", "added, % of the plain step"], loss_rows))
     print(flush=True)
     return times
+
+
+def _loss_and_gradient(loss):
+    def body(y, logits, i):
+        logits = logits + 1e-6 * i
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            value = loss(y, logits)
+        return value + tf.reduce_sum(tape.gradient(value, logits))
+
+    return body
 
 
 def _baseline(name):
