@@ -418,7 +418,7 @@ def train_mlps(
         if history:
             losses[slot_model[slots], slot_epoch[slots]] = val_np[slots]
         slot_epoch[slots] += 1
-        done = slots[(wait_np[slots] >= patience) | (slot_epoch[slots] >= epochs)]
+        done = slots[(wait_np[slots] >= max(patience, 1)) | (slot_epoch[slots] >= epochs)]  # as EarlyStopping
         if len(done):
             models = slot_model[done]
             index = tf.constant(done, tf.int32)

@@ -239,3 +239,15 @@ class TestArguments:
         x = np.zeros((1, 4, 2))
         with pytest.raises(ValueError, match="Invalid value for argument `patience`"):
             vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], patience=-1)
+
+
+def test_patience_zero_stops_at_the_first_epoch_without_improvement_like_keras():
+    """`EarlyStopping(patience=0)` stops after the first epoch that does not improve, not after epoch 0."""
+    train, val = _replicate(9)
+    targets = np.eye(3)[train.y]
+    result = vectorised.train_mlps(
+        train.x[None], targets[None], val.x[None], val.y[None], seeds=[3], epochs=30, patience=0, history=True
+    )
+    losses = result.val_history[0][: result.epochs[0]]
+    improving = np.all(np.diff(losses[:-1]) < 0)
+    assert result.epochs[0] >= 2 and improving and losses[-1] >= losses[:-1].min()
