@@ -5,7 +5,18 @@ The public names live here; `keras_ils.metrics`, `keras_ils.models`,
 homes of their own families.
 """
 
-from keras_ils import baselines, datasets, distillation, evaluation, metrics, models, synthetic, training, tuning
+from keras_ils import (
+    baselines,
+    datasets,
+    distillation,
+    evaluation,
+    metrics,
+    models,
+    synthetic,
+    training,
+    tuning,
+    vectorised,
+)
 from keras_ils.calibration import TemperatureScaling, calibrate, fit_temperature
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
@@ -39,6 +50,7 @@ __all__ = [
     "teacher_targets",
     "training",
     "tuning",
+    "vectorised",
     "with_hard_labels",
     "with_teacher_targets",
 ]
