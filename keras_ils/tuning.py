@@ -29,6 +29,9 @@ Grids (paper §5 and appendix A):
 from __future__ import annotations
 
 import functools
+import inspect
+import json
+import os
 import warnings
 
 import keras
@@ -37,6 +40,7 @@ import tensorflow as tf
 
 from keras_ils import calibration
 from keras_ils._checks import integer_at_least, invalid
+from keras_ils._files import atomic_write
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import validate_hyperparameters
@@ -271,7 +275,49 @@ def best_student(tuner, *, calibrate_on=None):
     return model if calibrate_on is None else calibration.calibrate(model, calibrate_on)
 
 
-class ResumableGridSearchOracle(keras_tuner.oracles.GridSearchOracle):
+def _write_state(path, state: dict):
+    """Writes a KerasTuner state file whole or not at all (remote `scheme://` paths: in place, as KerasTuner does)."""
+    text = json.dumps(state)
+    if "://" in str(path):
+        with tf.io.gfile.GFile(path, "w") as file:
+            file.write(text)
+    else:
+        atomic_write(path, lambda file: file.write(text.encode("utf-8")))
+
+
+class _KillSafeState:
+    """Oracle mixin: state files replaced whole, and a trial that ended on disk stays ended on reload.
+
+    KerasTuner 1.4.8 rewrites `oracle.json` and `trial.json` in place, so a
+    search killed while it was writing one left an empty or truncated file, and
+    the search started again on that directory died reloading it
+    (`JSONDecodeError`). Here each file is written beside its place and renamed
+    into it.
+
+    Ending a trial writes its `trial.json` first and `oracle.json` after, and
+    the oracle's file still lists the trial as running until the tuner's next
+    save; a kill in between made the reloaded search run the completed trial
+    again. On reload, a trial whose own file says `COMPLETED` or `FAILED` is
+    ended, not retried.
+    """
+
+    def set_state(self, state):
+        super().set_state(state)
+        ended = (keras_tuner.engine.trial.TrialStatus.COMPLETED, keras_tuner.engine.trial.TrialStatus.FAILED)
+        for tuner_id, trial in list(self.ongoing_trials.items()):
+            if trial.status in ended:
+                del self.ongoing_trials[tuner_id]
+                if trial.trial_id not in self.end_order:
+                    self.end_order.append(trial.trial_id)
+
+    def save(self):
+        _write_state(self._get_oracle_fname(), self.get_state())
+
+    def _save_trial(self, trial):
+        _write_state(os.path.join(self._get_trial_dir(trial.trial_id), "trial.json"), trial.get_state())
+
+
+class ResumableGridSearchOracle(_KillSafeState, keras_tuner.oracles.GridSearchOracle):
     """KerasTuner's `GridSearchOracle` that resumes after a crash.
 
     KerasTuner 1.4.8 does not save the grid's bookkeeping (the trials in grid
@@ -280,7 +326,9 @@ class ResumableGridSearchOracle(keras_tuner.oracles.GridSearchOracle):
     first trial (keras-team/keras-tuner#1055). This oracle rebuilds both from
     the trials on disk when it reloads, which is what an uninterrupted search
     would hold: completed trials are kept, the trial that was running is run
-    again, and the grid goes on where it stopped.
+    again, and the grid goes on where it stopped. Its state files are written
+    whole or not at all, so a kill at any moment leaves a directory it can
+    reload.
     """
 
     def set_state(self, state):
@@ -295,8 +343,42 @@ class ResumableGridSearchOracle(keras_tuner.oracles.GridSearchOracle):
         self._populate_next = [trial_id for trial_id in self.end_order if trial_id in self.trials]
 
 
-class GridSearch(keras_tuner.Tuner):
-    """`keras_tuner.GridSearch` with `ResumableGridSearchOracle`: same arguments, and it resumes.
+class _RandomSearchOracle(_KillSafeState, keras_tuner.oracles.RandomSearchOracle):
+    pass
+
+
+class _BayesianOptimizationOracle(_KillSafeState, keras_tuner.oracles.BayesianOptimizationOracle):
+    pass
+
+
+class _HyperbandOracle(_KillSafeState, keras_tuner.oracles.HyperbandOracle):
+    pass
+
+
+class _KillSafeTuner:
+    """Tuner mixin: the KerasTuner tuner's own arguments, an oracle whose state files survive a kill.
+
+    `__init__` hands the oracle's arguments (`max_trials`, `seed`, ...) to
+    `_oracle_class` and the rest to `keras_tuner.Tuner`, as each KerasTuner
+    tuner's own `__init__` does with its stock oracle; the tuner's state file
+    is written whole too.
+    """
+
+    _oracle_class = None
+
+    def __init__(self, hypermodel=None, objective=None, **kwargs):
+        names = set(inspect.signature(self._oracle_class).parameters) - {"objective"}
+        oracle = self._oracle_class(objective=objective, **{name: kwargs.pop(name) for name in names & set(kwargs)})
+        keras_tuner.Tuner.__init__(self, oracle=oracle, hypermodel=hypermodel, **kwargs)
+
+    def save(self):
+        if not self._is_worker():
+            self.oracle.save()
+        _write_state(self._get_tuner_fname(), self.get_state())
+
+
+class GridSearch(_KillSafeTuner, keras_tuner.GridSearch):
+    """`keras_tuner.GridSearch`, same arguments, that resumes after a crash (`ResumableGridSearchOracle`).
 
     Example:
 
@@ -310,30 +392,25 @@ class GridSearch(keras_tuner.Tuner):
     'ResumableGridSearchOracle'
     """
 
-    def __init__(
-        self,
-        hypermodel=None,
-        objective=None,
-        max_trials=None,
-        seed=None,
-        hyperparameters=None,
-        tune_new_entries=True,
-        allow_new_entries=True,
-        max_retries_per_trial=0,
-        max_consecutive_failed_trials=3,
-        **kwargs,
-    ):
-        oracle = ResumableGridSearchOracle(
-            objective=objective,
-            max_trials=max_trials,
-            seed=seed,
-            hyperparameters=hyperparameters,
-            tune_new_entries=tune_new_entries,
-            allow_new_entries=allow_new_entries,
-            max_retries_per_trial=max_retries_per_trial,
-            max_consecutive_failed_trials=max_consecutive_failed_trials,
-        )
-        super().__init__(oracle, hypermodel, **kwargs)
+    _oracle_class = ResumableGridSearchOracle
+
+
+class RandomSearch(_KillSafeTuner, keras_tuner.RandomSearch):
+    """`keras_tuner.RandomSearch`, same arguments, whose state files survive a kill at any moment."""
+
+    _oracle_class = _RandomSearchOracle
+
+
+class BayesianOptimization(_KillSafeTuner, keras_tuner.BayesianOptimization):
+    """`keras_tuner.BayesianOptimization`, same arguments, whose state files survive a kill at any moment."""
+
+    _oracle_class = _BayesianOptimizationOracle
+
+
+class Hyperband(_KillSafeTuner, keras_tuner.Hyperband):
+    """`keras_tuner.Hyperband`, same arguments, whose state files survive a kill at any moment."""
+
+    _oracle_class = _HyperbandOracle
 
 
 ALGORITHMS = ("grid", "random", "bayesian", "hyperband")
@@ -353,10 +430,12 @@ def tuner_for(
     """A KerasTuner tuner of `algorithm` for `hypermodel`, resuming from `directory` when it holds one.
 
     Args:
-        algorithm: `"grid"` (this module's resumable `GridSearch`, every point when `max_trials` is
+        algorithm: `"grid"` (`GridSearch`, every point when `max_trials` is
             `None`: the paper's protocol), `"random"` (`RandomSearch`),
             `"bayesian"` (`BayesianOptimization`) or `"hyperband"`
-            (`Hyperband`, budgeted by `max_epochs`, not `max_trials`).
+            (`Hyperband`, budgeted by `max_epochs`, not `max_trials`): this
+            module's subclasses of the KerasTuner tuners of those names,
+            whose state survives a kill at any moment.
         hypermodel: an `ILSHyperModel`; its objective is the tuner's.
         directory, project_name: where KerasTuner keeps its state; a search
             started again on the same place skips the trials it completed.
@@ -389,6 +468,6 @@ def tuner_for(
     if algorithm == "grid":
         return GridSearch(hypermodel, max_trials=max_trials, **common)
     if algorithm == "hyperband":
-        return keras_tuner.Hyperband(hypermodel, max_epochs=integer_at_least("max_epochs", max_epochs, 2), **common)
-    tuner = keras_tuner.RandomSearch if algorithm == "random" else keras_tuner.BayesianOptimization
+        return Hyperband(hypermodel, max_epochs=integer_at_least("max_epochs", max_epochs, 2), **common)
+    tuner = RandomSearch if algorithm == "random" else BayesianOptimization
     return tuner(hypermodel, max_trials=max_trials or grid_size, **common)
