@@ -294,15 +294,19 @@ class _KillSafeState:
     (`JSONDecodeError`). Here each file is written beside its place and renamed
     into it.
 
-    Ending a trial writes its `trial.json` first and `oracle.json` after, and
-    the oracle's file still lists the trial as running until the tuner's next
-    save; a kill in between made the reloaded search run the completed trial
-    again. On reload, a trial whose own file says `COMPLETED` or `FAILED` is
-    ended, not retried.
+    Starting and ending a trial write its `trial.json` first and `oracle.json`
+    after (which, after an end, still lists the trial as running until the
+    tuner's next save). A kill in between left a started trial that the
+    reloaded oracle never knew of, yet counted against `max_trials`, or made
+    it run a completed trial again. On reload, a trial the oracle's file never
+    started is forgotten (it is made again), and one whose own file says
+    `COMPLETED` or `FAILED` is ended, not retried.
     """
 
     def set_state(self, state):
         super().set_state(state)
+        for trial_id in set(self.trials) - set(self.start_order):
+            del self.trials[trial_id]
         ended = (keras_tuner.engine.trial.TrialStatus.COMPLETED, keras_tuner.engine.trial.TrialStatus.FAILED)
         for tuner_id, trial in list(self.ongoing_trials.items()):
             if trial.status in ended:

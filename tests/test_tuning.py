@@ -318,6 +318,27 @@ def test_a_kill_between_a_trials_file_and_the_oracles_leaves_the_trial_completed
         assert following.hyperparameters.values == {"epsilon": 0.1}
 
 
+@pytest.mark.parametrize("algorithm", tuning.ALGORITHMS)
+def test_a_kill_between_a_new_trials_file_and_the_oracles_forgets_the_trial(tmp_path, algorithm):
+    hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ls", search_space={"epsilon": [0.05, 0.1, 0.15]})
+    make = lambda: tuning.tuner_for(algorithm, hypermodel, directory=str(tmp_path), project_name="p", max_trials=3)
+    tuner = make()
+    tuner.save()
+
+    def killed():
+        raise KeyboardInterrupt  # as if the process died here: after the new trial.json, before oracle.json
+
+    tuner.oracle.save = killed
+    with pytest.raises(KeyboardInterrupt):
+        tuner.oracle.create_trial("tuner0")
+    [written] = (tmp_path / "p").glob("trial_*/trial.json")
+
+    oracle = make().oracle
+    assert oracle.trials == {} and oracle.start_order == []
+    started = oracle.create_trial("tuner0")  # made again, under the same id: max_trials counts it once
+    assert written.parent.name == f"trial_{started.trial_id}" and len(oracle.trials) == 1
+
+
 def _job(directory, log, *extra, env=None):
     command = [sys.executable, JOB, str(directory), str(log), *extra]
     environment = {**os.environ, "PYTHONPATH": REPOSITORY, **(env or {})}
