@@ -251,92 +251,93 @@ class TestSearch:
             tuning.tuner_for("random", hypermodel, directory=str(tmp_path), project_name="p", max_trials=0)
 
 
-@pytest.mark.parametrize(
-    "algorithm, keras_tuner_class",
-    [
-        ("grid", keras_tuner.GridSearch),
-        ("random", keras_tuner.RandomSearch),
-        ("bayesian", keras_tuner.BayesianOptimization),
-        ("hyperband", keras_tuner.Hyperband),
-    ],
-)
-def test_a_write_cut_short_leaves_the_previous_state_files_whole(tmp_path, monkeypatch, algorithm, keras_tuner_class):
-    hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ls", search_space={"epsilon": [0.05, 0.1]})
-    tuner = tuning.tuner_for(algorithm, hypermodel, directory=str(tmp_path), project_name="p", max_trials=2, seed=0)
-    assert isinstance(tuner, keras_tuner_class)
-    tuner.save()
-    trial = tuner.oracle.create_trial("tuner0")
-    project = tmp_path / "p"
-    before = {path: path.read_text() for path in project.rglob("*.json")}
-    assert {path.name for path in before} == {"oracle.json", "tuner0.json", "trial.json"}
-
-    def crash(_):
-        raise OSError("the disk went away")
-
-    monkeypatch.setattr(os, "fsync", crash)  # every write now dies after its bytes, before it is in place
-    with pytest.raises(OSError, match="went away"):
-        tuner.oracle.end_trial(trial)  # writes trial.json, then oracle.json
-    with pytest.raises(OSError, match="went away"):
-        tuner.save()  # writes oracle.json, then tuner0.json
-    with pytest.raises(OSError, match="went away"):
-        tuner.oracle._save_trial(trial)
-    assert {path: path.read_text() for path in project.rglob("*.json")} == before
-    assert [path.name for path in project.rglob("*") if path.is_file() and path.suffix != ".json"] == []
-    monkeypatch.undo()
-
-    reloaded = tuning.tuner_for(algorithm, hypermodel, directory=str(tmp_path), project_name="p", max_trials=2, seed=0)
-    assert list(reloaded.oracle.trials) == [trial.trial_id]
-
-
-@pytest.mark.parametrize("algorithm", tuning.ALGORITHMS)
-def test_a_kill_between_a_trials_file_and_the_oracles_leaves_the_trial_completed(tmp_path, algorithm):
+def _small_search(tmp_path, algorithm):
+    """A function that makes the same small LS search on `tmp_path`, reloading what is there."""
     hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ls", search_space={"epsilon": [0.05, 0.1, 0.15]})
-    make = lambda: tuning.tuner_for(algorithm, hypermodel, directory=str(tmp_path), project_name="p", max_trials=3)
-    tuner = make()
-    tuner.save()
-    trial = tuner.oracle.create_trial("tuner0")
-    tuner.oracle.update_trial(trial.trial_id, {"val_nll": 0.5})
-    trial.status = keras_tuner.engine.trial.TrialStatus.COMPLETED
-
-    def killed():
-        raise KeyboardInterrupt  # as if the process died here: after trial.json, before oracle.json
-
-    tuner.oracle.save = killed
-    with pytest.raises(KeyboardInterrupt):
-        tuner.oracle.end_trial(trial)
-    with open(tmp_path / "p" / f"trial_{trial.trial_id}" / "trial.json") as file:
-        assert json.load(file)["status"] == "COMPLETED"
-    with open(tmp_path / "p" / "oracle.json") as file:
-        assert json.load(file)["ongoing_trials"] == {"tuner0": trial.trial_id}
-
-    oracle = make().oracle
-    assert oracle.ongoing_trials == {} and oracle._retry_queue == []
-    assert oracle.end_order == [trial.trial_id] and oracle.trials[trial.trial_id].score == 0.5
-    following = oracle.create_trial("tuner0")
-    assert following.trial_id != trial.trial_id
-    if algorithm == "grid":
-        assert following.hyperparameters.values == {"epsilon": 0.1}
+    return lambda: tuning.tuner_for(algorithm, hypermodel, directory=str(tmp_path), project_name="p", max_trials=3)
 
 
-@pytest.mark.parametrize("algorithm", tuning.ALGORITHMS)
-def test_a_kill_between_a_new_trials_file_and_the_oracles_forgets_the_trial(tmp_path, algorithm):
-    hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ls", search_space={"epsilon": [0.05, 0.1, 0.15]})
-    make = lambda: tuning.tuner_for(algorithm, hypermodel, directory=str(tmp_path), project_name="p", max_trials=3)
-    tuner = make()
-    tuner.save()
+def _killed():
+    raise KeyboardInterrupt  # stands for the process dying at this point
 
-    def killed():
-        raise KeyboardInterrupt  # as if the process died here: after the new trial.json, before oracle.json
 
-    tuner.oracle.save = killed
-    with pytest.raises(KeyboardInterrupt):
-        tuner.oracle.create_trial("tuner0")
-    [written] = (tmp_path / "p").glob("trial_*/trial.json")
+class TestKillSafety:
+    """A kill at any point of KerasTuner's bookkeeping leaves a directory the search resumes from."""
 
-    oracle = make().oracle
-    assert oracle.trials == {} and oracle.start_order == []
-    started = oracle.create_trial("tuner0")  # made again, under the same id: max_trials counts it once
-    assert written.parent.name == f"trial_{started.trial_id}" and len(oracle.trials) == 1
+    @pytest.mark.parametrize(
+        "algorithm, keras_tuner_class",
+        [
+            ("grid", keras_tuner.GridSearch),
+            ("random", keras_tuner.RandomSearch),
+            ("bayesian", keras_tuner.BayesianOptimization),
+            ("hyperband", keras_tuner.Hyperband),
+        ],
+    )
+    def test_a_write_cut_short_leaves_the_previous_state_files_whole(
+        self, tmp_path, monkeypatch, algorithm, keras_tuner_class
+    ):
+        make = _small_search(tmp_path, algorithm)
+        tuner = make()
+        assert isinstance(tuner, keras_tuner_class)
+        tuner.save()
+        trial = tuner.oracle.create_trial("tuner0")
+        project = tmp_path / "p"
+        before = {path: path.read_text() for path in project.rglob("*.json")}
+        assert {path.name for path in before} == {"oracle.json", "tuner0.json", "trial.json"}
+
+        def crash(_):
+            raise OSError("the disk went away")
+
+        monkeypatch.setattr(os, "fsync", crash)  # every write now dies after its bytes, before it is in place
+        with pytest.raises(OSError, match="went away"):
+            tuner.oracle.end_trial(trial)  # writes trial.json, then oracle.json
+        with pytest.raises(OSError, match="went away"):
+            tuner.save()  # writes oracle.json, then tuner0.json
+        with pytest.raises(OSError, match="went away"):
+            tuner.oracle._save_trial(trial)
+        assert {path: path.read_text() for path in project.rglob("*.json")} == before
+        assert [path.name for path in project.rglob("*") if path.is_file() and path.suffix != ".json"] == []
+        monkeypatch.undo()
+        assert list(make().oracle.trials) == [trial.trial_id]
+
+    @pytest.mark.parametrize("algorithm", tuning.ALGORITHMS)
+    def test_a_kill_between_a_trials_file_and_the_oracles_leaves_the_trial_completed(self, tmp_path, algorithm):
+        make = _small_search(tmp_path, algorithm)
+        tuner = make()
+        tuner.save()
+        trial = tuner.oracle.create_trial("tuner0")
+        tuner.oracle.update_trial(trial.trial_id, {"val_nll": 0.5})
+        trial.status = keras_tuner.engine.trial.TrialStatus.COMPLETED
+        tuner.oracle.save = _killed
+        with pytest.raises(KeyboardInterrupt):
+            tuner.oracle.end_trial(trial)  # trial.json written, then killed before oracle.json
+        with open(tmp_path / "p" / f"trial_{trial.trial_id}" / "trial.json") as file:
+            assert json.load(file)["status"] == "COMPLETED"
+        with open(tmp_path / "p" / "oracle.json") as file:
+            assert json.load(file)["ongoing_trials"] == {"tuner0": trial.trial_id}
+
+        oracle = make().oracle
+        assert oracle.ongoing_trials == {} and oracle._retry_queue == []
+        assert oracle.end_order == [trial.trial_id] and oracle.trials[trial.trial_id].score == 0.5
+        following = oracle.create_trial("tuner0")
+        assert following.trial_id != trial.trial_id
+        if algorithm == "grid":
+            assert following.hyperparameters.values == {"epsilon": 0.1}
+
+    @pytest.mark.parametrize("algorithm", tuning.ALGORITHMS)
+    def test_a_kill_between_a_new_trials_file_and_the_oracles_forgets_the_trial(self, tmp_path, algorithm):
+        make = _small_search(tmp_path, algorithm)
+        tuner = make()
+        tuner.save()
+        tuner.oracle.save = _killed
+        with pytest.raises(KeyboardInterrupt):
+            tuner.oracle.create_trial("tuner0")  # the new trial.json written, then killed before oracle.json
+        [written] = (tmp_path / "p").glob("trial_*/trial.json")
+
+        oracle = make().oracle
+        assert oracle.trials == {} and oracle.start_order == []
+        started = oracle.create_trial("tuner0")  # made again, under the same id: max_trials counts it once
+        assert written.parent.name == f"trial_{started.trial_id}" and len(oracle.trials) == 1
 
 
 def _job(directory, log, *extra, env=None):
