@@ -9,6 +9,7 @@ the same way. Both get the permissions an ordinary `open`/`mkdir` would give
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import tempfile
@@ -20,11 +21,16 @@ def _umask() -> int:
     return mask
 
 
+def _temporary_name_parts(path: str) -> tuple[str, str]:
+    return f".{os.path.basename(path)}.", ".tmp"
+
+
 def atomic_write(path: str, write) -> str:
     """Calls `write(binary_file)` on a temporary file, then renames it to `path`; returns `path`."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    prefix, suffix = _temporary_name_parts(path)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)
@@ -37,6 +43,14 @@ def atomic_write(path: str, write) -> str:
             os.remove(temporary)
         raise
     return path
+
+
+def remove_interrupted_writes(path_pattern: str) -> None:
+    """Removes the temporary files that `atomic_write` calls to paths matching `path_pattern` left when killed."""
+    prefix, suffix = _temporary_name_parts(path_pattern)
+    for leftover in glob.glob(os.path.join(os.path.dirname(path_pattern), f"{prefix}*{suffix}")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(leftover)
 
 
 @contextlib.contextmanager

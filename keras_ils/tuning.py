@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from keras_ils import calibration
 from keras_ils._checks import integer_at_least, invalid
-from keras_ils._files import atomic_write
+from keras_ils._files import atomic_write, remove_interrupted_writes
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import validate_hyperparameters
@@ -365,7 +365,9 @@ class _KillSafeTuner:
     `__init__` hands the oracle's arguments (`max_trials`, `seed`, ...) to
     `_oracle_class` and the rest to `keras_tuner.Tuner`, as each KerasTuner
     tuner's own `__init__` does with its stock oracle; the tuner's state file
-    is written whole too.
+    is written whole too, and the temporary files of writes that a kill cut
+    short are removed when the directory is opened (by the chief alone in
+    distributed mode: it writes the oracle's files).
     """
 
     _oracle_class = None
@@ -374,6 +376,12 @@ class _KillSafeTuner:
         names = set(inspect.signature(self._oracle_class).parameters) - {"objective"}
         oracle = self._oracle_class(objective=objective, **{name: kwargs.pop(name) for name in names & set(kwargs)})
         keras_tuner.Tuner.__init__(self, oracle=oracle, hypermodel=hypermodel, **kwargs)
+        if "://" not in str(self.project_dir):
+            own_files = [self._get_tuner_fname()]
+            if not self._is_worker():
+                own_files += [self.oracle._get_oracle_fname(), os.path.join(self.project_dir, "trial_*", "trial.json")]
+            for path_pattern in own_files:
+                remove_interrupted_writes(path_pattern)
 
     def save(self):
         if not self._is_worker():

@@ -300,6 +300,23 @@ class TestKillSafety:
         monkeypatch.undo()
         assert list(make().oracle.trials) == [trial.trial_id]
 
+    def test_temporary_files_of_writes_cut_short_are_removed_when_the_search_is_opened(self, tmp_path):
+        make = _small_search(tmp_path, "grid")
+        tuner = make()
+        tuner.save()
+        trial = tuner.oracle.create_trial("tuner0")
+        project = tmp_path / "p"
+        leftovers = [
+            project / ".oracle.json.k1wz8f.tmp",
+            project / f"trial_{trial.trial_id}" / ".trial.json.3qp0ab.tmp",
+            project / ".tuner0.json.x9_1yz.tmp",
+        ]
+        others = [project / ".tuner1.json.x9_1yz.tmp", project / "notes.tmp"]  # another worker's, and not ours
+        for path in leftovers + others:
+            path.write_text("{")
+        make()
+        assert [path for path in leftovers + others if path.exists()] == others
+
     @pytest.mark.parametrize("algorithm", tuning.ALGORITHMS)
     def test_a_kill_between_a_trials_file_and_the_oracles_leaves_the_trial_completed(self, tmp_path, algorithm):
         make = _small_search(tmp_path, algorithm)
@@ -390,6 +407,7 @@ def test_search_killed_mid_way_resumes_without_rerunning_completed_trials(tmp_pa
     assert len(rerun) == 6 - len(before)
     best = min(after.values(), key=lambda result: result[1])
     assert json.loads(out.strip().splitlines()[-1]) == {"best": best[0], "score": best[1]}
+    assert list((tmp_path / "search").rglob("*.tmp")) == []  # no half-written state file left by the kill
 
 
 def _free_port():
