@@ -6,7 +6,11 @@ batch 32, early stopping 10 on the hard-label validation cross-entropy, at
 most 500 epochs) on the same data and targets:
 
 - `vectorised`: all models of `--replicates` replicates in one `train_mlps`
-  call (the full protocol trains 25 replicates' ILS models per call);
+  call (the full protocol trains 25 replicates' ILS models per call), in
+  both of its epoch layouts: `TF ops` (`jit_compile=False`: batched matrix
+  products as TensorFlow ops, oneDNN's where TensorFlow uses it, the Adam
+  update XLA-fused) and `whole-epoch XLA` (`jit_compile=True`); the line
+  `auto picks` says which `jit_compile="auto"` takes on this machine;
 - `model.fit`: the ordinary Keras path, one model at a time
   (`keras_ils.models.mlp`, `ILSLoss` on the package's teacher targets,
   `keras_ils.training.fit` with the MLP recipe), for `--fit-models` of the
@@ -53,7 +57,7 @@ def replicate(seed):
     return train, val, calibrated, configs, targets
 
 
-def run_vectorised(replicates):
+def run_vectorised(replicates, jit_compile):
     """All models of `replicates` (a list of `(seed, replicate(seed))`) in one `train_mlps` call."""
     x, targets, x_val, y_val, seeds = [], [], [], [], []
     for seed, (train, val, _, _, replicate_targets) in replicates:
@@ -65,7 +69,7 @@ def run_vectorised(replicates):
         seeds += [seed] * m
     x, targets, x_val, y_val = (np.concatenate(a) for a in (x, targets, x_val, y_val))
     start = time.perf_counter()
-    result = vectorised.train_mlps(x, targets, x_val, y_val, seeds=seeds)
+    result = vectorised.train_mlps(x, targets, x_val, y_val, seeds=seeds, jit_compile=jit_compile)
     return time.perf_counter() - start, len(seeds), int(result.epochs.sum())
 
 
@@ -110,42 +114,54 @@ def main():
     print(f"command: python {' '.join(sys.argv)}")
     print(f"cpu: {cpu}, {os.cpu_count()} logical cores; tensorflow {tf.__version__}, keras {keras.__version__}")
     print(f"load average at start: {load()}")
-    rates = {"vectorised": [], "model.fit": []}
-    # warm-up: trace and compile both paths once, outside the timings
+    layouts = {"vectorised, TF ops": False, "vectorised, whole-epoch XLA": True}
+    auto = "vectorised, whole-epoch XLA" if vectorised.whole_epoch_xla() else "vectorised, TF ops"
+    print(f"auto picks: {auto}")
+    rates = {variant: [] for variant in [*layouts, "model.fit"]}
+    # warm-up: trace and compile every path once, outside the timings
     warm = replicate(999)
-    run_vectorised([(999, warm)])
+    for jit_compile in layouts.values():
+        run_vectorised([(999, warm)], jit_compile)
     run_model_fit(*warm[:4], [0], 999)
     for round_ in range(args.rounds):
         seeds = [1000 + args.replicates * round_ + i for i in range(args.replicates)]
         replicates = [(seed, replicate(seed)) for seed in seeds]
         seed, (train, val, calibrated, configs, _) = replicates[0]
         picks = np.linspace(0, len(configs) - 1, args.fit_models).round().astype(int).tolist()
-        order = ("vectorised", "model.fit") if round_ % 2 == 0 else ("model.fit", "vectorised")
+        order = list(rates)[round_ % len(rates) :] + list(rates)[: round_ % len(rates)]
         for variant in order:
-            if variant == "vectorised":
-                seconds, n, epochs = run_vectorised(replicates)
+            if variant in layouts:
+                seconds, n, epochs = run_vectorised(replicates, layouts[variant])
             else:
                 seconds, n, epochs = run_model_fit(train, val, calibrated, configs, picks, seed)
             rates[variant].append((n / seconds, epochs / seconds, n, epochs, seconds))
             print(
-                f"round {round_}: {variant:10s} {n:4d} models, {epochs:6d} model-epochs in {seconds:6.1f} s: "
+                f"round {round_}: {variant:27s} {n:4d} models, {epochs:6d} model-epochs in {seconds:6.1f} s: "
                 f"{n / seconds:8.2f} models/s, {epochs / seconds:8.1f} model-epochs/s (load {load()})"
             )
     print(f"load average at end: {load()}\n")
     print("| route | models/s (median) | model-epochs/s (median) | full protocol, 21,200 models (extrapolated) |")
     print("|---|---|---|---|")
-    medians = {}
     for variant, values in rates.items():
         models_rate = statistics.median(v[0] for v in values)
         epochs_rate = statistics.median(v[1] for v in values)
-        medians[variant] = (models_rate, epochs_rate)
         hours = 21_200 / models_rate / 3600
-        print(f"| {variant} | {models_rate:.2f} | {epochs_rate:.0f} | {hours:.2f} h |")
-    ratio = [v[1] / f[1] for v, f in zip(rates["vectorised"], rates["model.fit"], strict=True)]
+        name = f"{variant} (auto)" if variant == auto else variant
+        print(f"| {name} | {models_rate:.2f} | {epochs_rate:.0f} | {hours:.2f} h |")
+    print()
+    fit = rates["model.fit"]
+    for variant in layouts:
+        ratio = [v[1] / f[1] for v, f in zip(rates[variant], fit, strict=True)]
+        models_ratio = [v[0] / f[0] for v, f in zip(rates[variant], fit, strict=True)]
+        print(
+            f"{variant} / model.fit, per round (model-epochs/s): {', '.join(f'{r:.0f}x' for r in ratio)}; "
+            f"median {statistics.median(ratio):.0f}x; models/s median {statistics.median(models_ratio):.0f}x"
+        )
+    ops, whole = (rates[variant] for variant in layouts)
+    xla = [w[1] / o[1] for o, w in zip(ops, whole, strict=True)]
     print(
-        f"\nvectorised / model.fit, per round (model-epochs/s): {', '.join(f'{r:.0f}x' for r in ratio)}; "
-        f"median {statistics.median(ratio):.0f}x; models/s median ratio "
-        f"{medians['vectorised'][0] / medians['model.fit'][0]:.0f}x"
+        f"whole-epoch XLA / TF ops, per round (model-epochs/s): {', '.join(f'{r:.2f}x' for r in xla)}; "
+        f"median {statistics.median(xla):.2f}x"
     )
 
 

@@ -28,6 +28,13 @@ Finished models leave the computation: a fixed pool of slots trains while
 models wait in a queue, a finished model's slot is refilled at once, and when
 the queue is empty the pool shrinks to the next power of two (so few graph
 shapes are ever compiled).
+
+Which graph is fastest depends on the machine (`train_mlps(jit_compile=...)`):
+where TensorFlow runs oneDNN on the CPU (it turns it on for CPUs with
+AVX512_VNNI, AVX512_BF16 or AMX), its batched matrix products beat XLA's, so
+the forward and backward passes stay TensorFlow ops; elsewhere (an AVX2-only
+CPU, a GPU) the whole epoch compiles with XLA. `benchmarks/RESULTS.md` has
+both measured on both kinds of CPU.
 """
 
 from __future__ import annotations
@@ -190,15 +197,37 @@ def _keep_best(flat, best, best_loss, val_loss, wait, active):
     return best, best_loss, wait
 
 
+def whole_epoch_xla() -> bool:
+    """What `train_mlps(jit_compile="auto")` chooses: `True` unless TensorFlow runs oneDNN on a CPU-only machine.
+
+    TensorFlow turns oneDNN on by default for CPUs with AVX512_VNNI,
+    AVX512_BF16 or AMX (`TF_ENABLE_ONEDNN_OPTS` overrides it); there its
+    batched matrix products are faster than XLA's. Elsewhere they fall back
+    to Eigen, and XLA compiling the whole epoch is faster.
+
+    Example:
+
+    >>> isinstance(whole_epoch_xla(), bool)
+    True
+    """
+    if tf.config.list_logical_devices("GPU"):
+        return True
+    try:
+        from tensorflow.python.util import _pywrap_util_port  # the flag TensorFlow itself reads
+    except ImportError:
+        return True
+    return not _pywrap_util_port.IsMklEnabled()
+
+
 def _epoch_function(n_train, batch_size, learning_rate, jit_compile):
     """One epoch of every slot: the mini-batch steps, then validation, best-weights and patience bookkeeping.
 
     Slots that hold no model, or a finished one, keep computing (their
-    results are never read), so nothing is masked in the hot loop. The
-    forward and backward passes run as TensorFlow ops (oneDNN's batched
-    matrix products are faster here than XLA's on CPU); the elementwise Adam
-    update and the bookkeeping are XLA-fused. `jit_compile=True` compiles the
-    whole epoch with XLA instead.
+    results are never read), so nothing is masked in the hot loop. With
+    `jit_compile=False` the forward and backward passes run as TensorFlow ops
+    (oneDNN's batched matrix products, where TensorFlow uses oneDNN) and the
+    elementwise Adam update and the bookkeeping are XLA-fused;
+    `jit_compile=True` compiles the whole epoch with XLA.
     """
     key = (n_train, batch_size, float(learning_rate), bool(jit_compile))
     if key in _EPOCH_FUNCTIONS:
@@ -249,7 +278,7 @@ def train_mlps(
     hidden_layers: int = 5,
     units: int = 64,
     pool_size: int = 2048,
-    jit_compile: bool = False,
+    jit_compile: bool | str = "auto",
     history: bool = False,
 ) -> TrainedMLPs:
     """Trains `M` MLPs at once, each on its own data and soft targets, by the package's MLP recipe.
@@ -272,8 +301,10 @@ def train_mlps(
             to `10`.
         hidden_layers, units: the MLP. Defaults to `5` and `64`.
         pool_size: models trained side by side. Defaults to `2048`.
-        jit_compile: compile the whole epoch with XLA (slower on CPU, see
-            `_epoch_function`). Defaults to `False`.
+        jit_compile: `True` compiles the whole epoch with XLA, `False` keeps
+            the matrix products TensorFlow ops (faster where TensorFlow runs
+            oneDNN), `"auto"` asks `whole_epoch_xla()`. Both train the same
+            models to float tolerance. Defaults to `"auto"`.
         history: also keep every epoch's validation loss (`val_history`).
             Defaults to `False`.
 
@@ -305,6 +336,12 @@ def train_mlps(
     for name, value in (("batch_size", batch_size), ("epochs", epochs), ("pool_size", pool_size)):
         integer_at_least(name, value, 1)
     integer_at_least("patience", patience, 0)
+    if jit_compile == "auto":
+        jit_compile = whole_epoch_xla()
+    elif not isinstance(jit_compile, bool):
+        raise ValueError(
+            f"Invalid value for argument `jit_compile`. Expected True, False or 'auto'. Received: {jit_compile!r}"
+        )
     if weights is None:
         weights = initial_weights(seeds, input_dim, num_classes, hidden_layers, units)
     flat_init = [np.asarray(w, np.float32) for pair in weights for w in pair]

@@ -38,10 +38,14 @@ def _numpy_val_loss(model, x, y):
     return float(-log_p[np.arange(len(y)), y].mean())
 
 
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf-ops", "whole-epoch-xla"])
 class TestAgreementWithModelFit:
-    """Same initial weights, same batches, same targets: the vectorised trainer is `model.fit` to float tolerance."""
+    """Same initial weights, same batches, same targets: the vectorised trainer is `model.fit` to float tolerance.
 
-    def test_weights_and_validation_losses_match_model_fit_with_ils_loss(self):
+    Both epoch layouts, whichever `jit_compile="auto"` picks on this machine.
+    """
+
+    def test_weights_and_validation_losses_match_model_fit_with_ils_loss(self, jit_compile):
         train, val = _replicate(3)
         teacher = synthetic.bayes_logits(train.x).astype(np.float32)  # any calibrated teacher works here
         configs = [
@@ -63,6 +67,7 @@ class TestAgreementWithModelFit:
             epochs=epochs,
             patience=100,
             pool_size=2,  # the third model waits for a slot: refill is exercised too
+            jit_compile=jit_compile,
             history=True,
         )
         y_teacher = np.asarray(teacher_targets(train.y, teacher))
@@ -91,7 +96,7 @@ class TestAgreementWithModelFit:
                     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=2e-5)
             np.testing.assert_allclose(result.val_history[row, epochs - 1], _numpy_val_loss(model, val.x, val.y), 1e-5)
 
-    def test_early_stopping_matches_keras_early_stopping(self):
+    def test_early_stopping_matches_keras_early_stopping(self, jit_compile):
         train, val = _replicate(5)
         seed, epochs, patience = 21, 60, 3
         targets = np.asarray(ils_targets(train.y, num_classes=3, method="ls", epsilon=0.05))
@@ -107,6 +112,7 @@ class TestAgreementWithModelFit:
             patience=patience,
             hidden_layers=2,
             units=16,
+            jit_compile=jit_compile,
         )
         model = _keras_mlp(weights, 0, hidden_layers=2, units=16)
         model.compile(
@@ -240,6 +246,22 @@ class TestArguments:
         x = np.zeros((1, 4, 2))
         with pytest.raises(ValueError, match="Invalid value for argument `patience`"):
             vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], patience=-1)
+
+    def test_bad_jit_compile(self):
+        x = np.zeros((1, 4, 2))
+        with pytest.raises(ValueError, match="Invalid value for argument `jit_compile`"):
+            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], jit_compile="xla")
+
+
+@pytest.mark.parametrize("onednn, whole_epoch_xla", [(True, False), (False, True)])
+def test_auto_keeps_tensorflow_ops_only_where_tensorflow_runs_onednn(monkeypatch, onednn, whole_epoch_xla):
+    from tensorflow.python.util import _pywrap_util_port
+
+    assert not tf.config.list_logical_devices("GPU")
+    monkeypatch.setattr(_pywrap_util_port, "IsMklEnabled", lambda: onednn)
+    assert vectorised.whole_epoch_xla() is whole_epoch_xla
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
+    assert vectorised.whole_epoch_xla() is True  # a GPU: XLA whatever the CPU
 
 
 def test_patience_zero_stops_at_the_first_epoch_without_improvement_like_keras():
