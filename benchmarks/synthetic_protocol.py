@@ -115,7 +115,7 @@ def main():
     print(f"cpu: {cpu}, {os.cpu_count()} logical cores; tensorflow {tf.__version__}, keras {keras.__version__}")
     print(f"load average at start: {load()}")
     layouts = {"vectorised, TF ops": False, "vectorised, whole-epoch XLA": True}
-    auto = "vectorised, whole-epoch XLA" if vectorised.whole_epoch_xla() else "vectorised, TF ops"
+    auto = next(variant for variant, jit_compile in layouts.items() if jit_compile == vectorised.whole_epoch_xla())
     print(f"auto picks: {auto}")
     rates = {variant: [] for variant in [*layouts, "model.fit"]}
     # warm-up: trace and compile every path once, outside the timings

@@ -275,10 +275,15 @@ def best_student(tuner, *, calibrate_on=None):
     return model if calibrate_on is None else calibration.calibrate(model, calibrate_on)
 
 
+def _remote(path) -> bool:
+    """A `scheme://` path (an object store: no atomic rename, nothing left behind to clean up)."""
+    return "://" in str(path)
+
+
 def _write_state(path, state: dict):
-    """Writes a KerasTuner state file whole or not at all (remote `scheme://` paths: in place, as KerasTuner does)."""
+    """Writes a KerasTuner state file whole or not at all (remote paths: in place, as KerasTuner does)."""
     text = json.dumps(state)
-    if "://" in str(path):
+    if _remote(path):
         with tf.io.gfile.GFile(path, "w") as file:
             file.write(text)
     else:
@@ -376,7 +381,7 @@ class _KillSafeTuner:
         names = set(inspect.signature(self._oracle_class).parameters) - {"objective"}
         oracle = self._oracle_class(objective=objective, **{name: kwargs.pop(name) for name in names & set(kwargs)})
         keras_tuner.Tuner.__init__(self, oracle=oracle, hypermodel=hypermodel, **kwargs)
-        if "://" not in str(self.project_dir):
+        if not _remote(self.project_dir):
             own_files = [self._get_tuner_fname()]
             if not self._is_worker():
                 own_files += [self.oracle._get_oracle_fname(), os.path.join(self.project_dir, "trial_*", "trial.json")]
