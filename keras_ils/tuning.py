@@ -413,19 +413,41 @@ class GridSearch(_KillSafeTuner, keras_tuner.GridSearch):
 
 
 class RandomSearch(_KillSafeTuner, keras_tuner.RandomSearch):
-    """`keras_tuner.RandomSearch`, same arguments, whose state files survive a kill at any moment."""
+    """`keras_tuner.RandomSearch`, same arguments, whose state files survive a kill at any moment.
+
+    `BayesianOptimization` and `Hyperband` are the same for their KerasTuner
+    namesakes.
+
+    Example:
+
+    >>> def build_model(hp):
+    ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    ...     model.compile(optimizer="adam")
+    ...     return model
+    >>> hypermodel = ILSHyperModel(build_model, num_classes=3, method="ls")
+    >>> tuners = [
+    ...     RandomSearch(hypermodel, objective=hypermodel.objective, max_trials=3, directory="/tmp/ils_doctest",
+    ...                  project_name="random", overwrite=True),
+    ...     Hyperband(hypermodel, objective=hypermodel.objective, max_epochs=9, directory="/tmp/ils_doctest",
+    ...               project_name="hyperband", overwrite=True),
+    ... ]
+    >>> [(isinstance(t, keras_tuner.Tuner), type(t.oracle).__name__) for t in tuners]
+    [(True, '_RandomSearchOracle'), (True, '_HyperbandOracle')]
+    >>> tuners[0].oracle.max_trials, tuners[1].oracle.max_epochs
+    (3, 9)
+    """
 
     _oracle_class = _RandomSearchOracle
 
 
 class BayesianOptimization(_KillSafeTuner, keras_tuner.BayesianOptimization):
-    """`keras_tuner.BayesianOptimization`, same arguments, whose state files survive a kill at any moment."""
+    """`keras_tuner.BayesianOptimization`, same arguments, whose state files survive a kill (see `RandomSearch`)."""
 
     _oracle_class = _BayesianOptimizationOracle
 
 
 class Hyperband(_KillSafeTuner, keras_tuner.Hyperband):
-    """`keras_tuner.Hyperband`, same arguments, whose state files survive a kill at any moment."""
+    """`keras_tuner.Hyperband`, same arguments, whose state files survive a kill at any moment (see `RandomSearch`)."""
 
     _oracle_class = _HyperbandOracle
 
