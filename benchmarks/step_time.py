@@ -47,7 +47,8 @@ import tensorflow as tf
 from keras import ops
 
 import keras_ils
-from keras_ils import data, models, synthetic, training
+from keras_ils import data
+from keras_ils.experiments import models, synthetic, training
 
 ILS = dict(method="ils", p1=0.9, p2=1.5, temperature=1.0)
 
@@ -247,7 +248,9 @@ def _utilisation(variants, steps):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--models", default="resnet20,mlp", help="comma-separated names of keras_ils.models.build")
+    parser.add_argument(
+        "--models", default="resnet20,mlp", help="comma-separated names of keras_ils.experiments.models.build"
+    )
     parser.add_argument("--num-classes", type=int, default=10, help="classes of the image models (CIFAR-10: 10)")
     parser.add_argument("--batch-size", type=int, default=None, help="default: the paper's (128 images, 32 MLP)")
     parser.add_argument("--batches", type=int, default=4, help="distinct batches cycled through")

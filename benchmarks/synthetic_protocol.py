@@ -1,4 +1,4 @@
-"""Models trained per second: `keras_ils.vectorised.train_mlps` against sequential `model.fit`, side by side.
+"""Models trained per second: `experiments.vectorised.train_mlps` against sequential `model.fit`, side by side.
 
 Both train models of the paper's synthetic protocol (a replicate's grid:
 No LS, LS, LS-0.2, ILS1, ILS2, ILS: 212 models; MLP 5 x 64, Adam 1e-2,
@@ -12,8 +12,8 @@ most 500 epochs) on the same data and targets:
   update XLA-fused) and `whole-epoch XLA` (`jit_compile=True`); the line
   `auto picks` says which `jit_compile="auto"` takes on this machine;
 - `model.fit`: the ordinary Keras path, one model at a time
-  (`keras_ils.models.mlp`, `ILSLoss` on the package's teacher targets,
-  `keras_ils.training.fit` with the MLP recipe), for `--fit-models` of the
+  (`keras_ils.experiments.models.mlp`, `ILSLoss` on the package's teacher targets,
+  `keras_ils.experiments.training.fit` with the MLP recipe), for `--fit-models` of the
   same configurations (of the round's first replicate) spread over the grid.
 
 Rounds are interleaved (the order alternates, a new replicate each round) and
@@ -39,7 +39,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_ils import models, synthetic, synthetic_experiments, training, vectorised  # noqa: E402
+from keras_ils.experiments import models, synthetic, synthetic_protocol, training, vectorised  # noqa: E402
 from keras_ils.losses import ILSLoss  # noqa: E402
 from keras_ils.metrics import NegativeLogLikelihood  # noqa: E402
 from keras_ils.targets import ils_targets, teacher_targets  # noqa: E402
@@ -48,7 +48,7 @@ from keras_ils.targets import ils_targets, teacher_targets  # noqa: E402
 def replicate(seed):
     """One replicate's data, its calibrated No LS teacher (trained by `train_mlps`), and every model's targets."""
     train, val = synthetic.make_dataset(50, seed), synthetic.make_dataset(50, seed + 10_000)
-    free, taught = synthetic_experiments.model_configs(synthetic_experiments.grids())
+    free, taught = synthetic_protocol.model_configs(synthetic_protocol.grids())
     teacher = vectorised.train_mlps(train.x[None], np.eye(3)[train.y][None], val.x[None], val.y[None], seeds=[seed])
     t_star = vectorised.fit_temperatures(vectorised.mlp_logits(teacher.weights, val.x), val.y[None])[0]
     calibrated = (vectorised.mlp_logits(teacher.weights, train.x)[0] / t_star).astype(np.float32)

@@ -30,7 +30,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_ils import compute_teacher_logits, datasets, models, training, tuning, with_teacher_targets  # noqa: E402
+from keras_ils import compute_teacher_logits, tuning, with_teacher_targets  # noqa: E402
+from keras_ils.experiments import datasets, models, training  # noqa: E402
 
 VARIANTS = {
     "uncached, no early stop": dict(cache=False, patience=None, jit_compile=False),

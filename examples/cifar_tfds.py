@@ -29,7 +29,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
 import keras_ils  # noqa: E402
-from keras_ils import data, datasets, models, training  # noqa: E402
+from keras_ils import data  # noqa: E402
+from keras_ils.experiments import datasets, models, training  # noqa: E402
 from keras_ils.teacher import OnlineTeacher, compute_teacher_logits  # noqa: E402
 
 

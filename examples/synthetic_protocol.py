@@ -5,7 +5,7 @@ per replicate every model of the paper's grids (No LS, 12 LS, LS-0.2, 30 ILS1,
 48 ILS2, 120 ILS: 212 MLPs 5 x 64, Adam 1e-2, early stopping 10, best
 validation epoch), each with and without temperature scaling, selected by the
 validation cross-entropy against hard labels. All 21,200 models train
-together with `keras_ils.vectorised` (minutes on a CPU, where one `model.fit`
+together with `keras_ils.experiments.vectorised` (minutes on a CPU, where one `model.fit`
 per model takes about a day). The table prints our averages with the paper's
 in parentheses; win rates with sign tests follow.
 
@@ -25,7 +25,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from keras_ils import synthetic_experiments  # noqa: E402
+from keras_ils.experiments import synthetic_protocol  # noqa: E402
 
 
 def main(argv=None):
@@ -36,10 +36,10 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small grids, 200 test points per class, 30 epochs")
     args = parser.parse_args(argv)
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
-    results = synthetic_experiments.run_replicates(args.replicates, args.seed, **settings)
+    results = synthetic_protocol.run_replicates(args.replicates, args.seed, **settings)
     command = "python examples/synthetic_protocol.py " + shlex.join(sys.argv[1:] if argv is None else argv)
-    summary = synthetic_experiments.write_outputs(results, args.output_dir, command)
-    print(synthetic_experiments.markdown(results, summary, command))
+    summary = synthetic_protocol.write_outputs(results, args.output_dir, command)
+    print(synthetic_protocol.markdown(results, summary, command))
     print(f"Written to {args.output_dir}/")
     return summary
 

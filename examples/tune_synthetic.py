@@ -27,7 +27,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
-from keras_ils import datasets, models, synthetic, training, tuning  # noqa: E402
+from keras_ils import tuning  # noqa: E402
+from keras_ils.experiments import datasets, models, synthetic, training  # noqa: E402
 
 # Appendix table (tab:appendix-synthetic2), 100 replicates: accuracy, acc dense, acc sparse, CE, ECE, paper-cwECE.
 PAPER = {

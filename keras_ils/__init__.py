@@ -1,22 +1,13 @@
 """keras_ils: Instance-based Label Smoothing (Maher & Kull, ICMLA 2021) for Keras 3.
 
-The public names live here; `keras_ils.metrics`, `keras_ils.models`,
-`keras_ils.synthetic`, `keras_ils.datasets`, `keras_ils.training` and `keras_ils.tuning` are the
-homes of their own families.
+The method, what a Keras user imports: the public names live here, and `keras_ils.metrics`,
+`keras_ils.baselines`, `keras_ils.distillation`, `keras_ils.evaluation` and `keras_ils.tuning` are the
+homes of their own families. The paper's experiment machinery (synthetic task, datasets by name, model
+zoo and recipes, the many-students trainer, the pipeline behind `keras-ils`, the synthetic protocol) is
+`keras_ils.experiments`, built on this library and never imported by it.
 """
 
-from keras_ils import (
-    baselines,
-    datasets,
-    distillation,
-    evaluation,
-    metrics,
-    models,
-    synthetic,
-    training,
-    tuning,
-    vectorised,
-)
+from keras_ils import baselines, distillation, evaluation, metrics, tuning
 from keras_ils.calibration import TemperatureScaling, calibrate, fit_temperature
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
@@ -36,21 +27,16 @@ __all__ = [
     "baselines",
     "calibrate",
     "compute_teacher_logits",
-    "datasets",
     "distillation",
     "evaluate",
     "evaluation",
     "fit_temperature",
     "ils_targets",
     "metrics",
-    "models",
     "reliability_diagram",
     "smoothing_factor",
-    "synthetic",
     "teacher_targets",
-    "training",
     "tuning",
-    "vectorised",
     "with_hard_labels",
     "with_teacher_targets",
 ]

@@ -36,7 +36,7 @@ def _strategy(name):
 
 
 def _methods(text):
-    from keras_ils.pipeline import ALL_METHODS
+    from keras_ils.experiments.pipeline import ALL_METHODS
 
     if text == "all":
         return ALL_METHODS
@@ -49,7 +49,7 @@ def _methods(text):
 
 
 def _tunable_methods(text):
-    from keras_ils.pipeline import TUNABLE_METHODS
+    from keras_ils.experiments.pipeline import TUNABLE_METHODS
 
     methods = tuple(m.strip() for m in text.split(",") if m.strip())
     if not methods or any(m not in TUNABLE_METHODS for m in methods):
@@ -150,8 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="reproduce the paper's experiments at full scale and print them beside the paper's values",
         description="Reproduce the paper's experiments: 'synthetic' is its 100-replicate synthetic protocol "
         "(appendix table, Table 1's dense/sparse LS rows, Fig. 4's best-smoothing-factor curves, win rates), "
-        "all grids of all replicates trained together by keras_ils.vectorised. Writes synthetic_protocol.json, "
-        "synthetic_protocol.md and best_smoothing_*.png into the output directory.",
+        "all grids of all replicates trained together by keras_ils.experiments.vectorised. Writes "
+        "synthetic_protocol.json, synthetic_protocol.md and best_smoothing_*.png into the output directory.",
     )
     benchmark.add_argument("experiment", choices=("synthetic",), help="which experiment (synthetic)")
     benchmark.add_argument("--replicates", type=int, default=100, help="replicate datasets (default: 100)")
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _load(args):
     """`(splits, model name, recipe)` from the common arguments."""
-    from keras_ils import datasets, training
+    from keras_ils.experiments import datasets, training
 
     splits = datasets.load(
         args.dataset, data_dir=args.data_dir, validation_fraction=args.validation_fraction, seed=args.seed
@@ -192,7 +192,7 @@ def _load(args):
 
 
 def run_command(args) -> int:
-    from keras_ils import pipeline
+    from keras_ils.experiments import pipeline
 
     splits, model_name, recipe = _load(args)
     hyperparameters = pipeline.default_hyperparameters(
@@ -219,7 +219,8 @@ def run_command(args) -> int:
 
 
 def tune_command(args) -> int:
-    from keras_ils import pipeline, tuning
+    from keras_ils import tuning
+    from keras_ils.experiments import pipeline
 
     if args.max_trials is not None and args.max_trials < 1:
         raise ValueError(f"--max-trials must be >= 1; got {args.max_trials}")
@@ -258,7 +259,7 @@ def tune_command(args) -> int:
 def benchmark_command(args) -> int:
     import shlex
 
-    from keras_ils import synthetic_experiments
+    from keras_ils.experiments import synthetic_protocol
 
     if args.replicates < 1:
         raise ValueError(f"--replicates must be >= 1; got {args.replicates}")
@@ -266,11 +267,11 @@ def benchmark_command(args) -> int:
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):  # fail before hours of training
         raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
-    results = synthetic_experiments.run_replicates(
+    results = synthetic_protocol.run_replicates(
         args.replicates, args.seed, init=args.init, shared_seeds=not args.independent_seeds, **settings
     )
     command = args.argv or "keras-ils " + shlex.join(sys.argv[1:])
-    synthetic_experiments.write_outputs(results, output_dir, command)
+    synthetic_protocol.write_outputs(results, output_dir, command)
     print(open(os.path.join(output_dir, "synthetic_protocol.md")).read())
     print(f"Results written to {output_dir}/ (synthetic_protocol.json, synthetic_protocol.md, best_smoothing_*.png)")
     return 0

@@ -13,9 +13,10 @@ import pytest
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
-from keras_ils import ILSLoss, TemperatureScaling, compute_teacher_logits, datasets, models, training, tuning
+from keras_ils import ILSLoss, TemperatureScaling, compute_teacher_logits, tuning
 from keras_ils import metrics as ils_metrics
 from keras_ils.data import with_teacher_targets
+from keras_ils.experiments import datasets, models, training
 
 JOB = os.path.join(os.path.dirname(__file__), "tuning_job.py")
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -39,7 +39,8 @@ def main(argv=None):
     import keras
     import tensorflow as tf
 
-    from keras_ils import compute_teacher_logits, datasets, models, training, tuning, with_teacher_targets
+    from keras_ils import compute_teacher_logits, tuning, with_teacher_targets
+    from keras_ils.experiments import datasets, models, training
 
     tf.config.experimental.enable_op_determinism()
     splits = datasets.load_synthetic(seed=0, n_test=10)

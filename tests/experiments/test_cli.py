@@ -103,7 +103,7 @@ def test_bad_npz_labels(tmp_path, capsys):
 
 
 def test_unreadable_teacher_cache_fails_before_training(tmp_path, capsys, monkeypatch):
-    from keras_ils import training
+    from keras_ils.experiments import training
 
     cache = tmp_path / "teacher.npz"
     cache.write_bytes(b"garbage")
@@ -132,7 +132,7 @@ def test_unwritable_output_directory(tmp_path, capsys):
 
 
 def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
-    from keras_ils import pipeline
+    from keras_ils.experiments import pipeline
 
     def broken(*args, **kwargs):
         raise ValueError("boom in the middle")
@@ -182,7 +182,8 @@ def test_unknown_method_is_a_usage_error(capsys):
 
 class TestTune:
     def test_end_to_end_then_resumed_without_retraining(self, tmp_path, capsys, monkeypatch):
-        from keras_ils import pipeline, tuning
+        from keras_ils import tuning
+        from keras_ils.experiments import pipeline
 
         argv = ["tune", "--epochs", "4", "--algorithm", "random", "--max-trials", "2", "--methods", "ls,ils1"]
         argv += ["--output-dir", str(tmp_path / "o")]
@@ -271,7 +272,7 @@ def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
 
 class TestBenchmark:
     def test_quick_synthetic_protocol_writes_the_table_beside_the_papers(self, tmp_path, capsys):
-        from keras_ils import synthetic
+        from keras_ils.experiments import synthetic
 
         out = tmp_path / "bench"
         argv = ["benchmark", "synthetic", "--quick", "--replicates", "2", "--seed", "3", "--output-dir", str(out)]

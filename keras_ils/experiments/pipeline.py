@@ -16,10 +16,11 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_ils import baselines, data, distillation, evaluation, models, plots, training, tuning
+from keras_ils import baselines, data, distillation, evaluation, plots, tuning
 from keras_ils import metrics as _metrics
 from keras_ils._files import staged_directory
 from keras_ils.calibration import calibrate
+from keras_ils.experiments import models, training
 from keras_ils.losses import ILSLoss
 from keras_ils.targets import validate_hyperparameters
 from keras_ils.teacher import compute_teacher_logits, read_cache
@@ -109,8 +110,8 @@ def run(
     """Runs teacher, calibration, cached targets, students and TempS students; writes the results.
 
     Args:
-        splits: a `keras_ils.datasets.Splits`.
-        model_name: a name for `keras_ils.models.build`.
+        splits: a `keras_ils.experiments.datasets.Splits`.
+        model_name: a name for `keras_ils.experiments.models.build`.
         methods: the student methods, from `ALL_METHODS` (`"dis"`, `"cls"`,
             `"bs_soft"`, `"beta"`, `"ls"`, `"ils1"`, `"ils2"`, `"ils"`); the
             teacher itself is the No LS model.
@@ -196,8 +197,8 @@ def tune(
     test set as trained and temperature-scaled ("+TempS").
 
     Args:
-        splits: a `keras_ils.datasets.Splits`.
-        model_name: a name for `keras_ils.models.build`.
+        splits: a `keras_ils.experiments.datasets.Splits`.
+        model_name: a name for `keras_ils.experiments.models.build`.
         methods: from `TUNABLE_METHODS`. Defaults to `("ls", "ils")`.
         search_space: `"paper"` or `"synthetic"` (`keras_ils.tuning.GRIDS`).
         algorithm: `"grid"`, `"random"`, `"bayesian"` or `"hyperband"`.

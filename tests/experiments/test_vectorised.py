@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ils import calibration, models, synthetic, training, vectorised
+from keras_ils import calibration
+from keras_ils.experiments import models, synthetic, training, vectorised
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import ils_targets, teacher_targets

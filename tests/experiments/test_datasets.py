@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from keras_ils import datasets
+from keras_ils.experiments import datasets
 
 
 def test_synthetic_protocol():

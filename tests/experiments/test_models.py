@@ -1,7 +1,7 @@
 import keras
 import pytest
 
-from keras_ils import models
+from keras_ils.experiments import models
 
 
 def test_mlp_is_the_papers_network():

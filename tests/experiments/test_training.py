@@ -1,6 +1,6 @@
 import numpy as np
 
-from keras_ils import training
+from keras_ils.experiments import training
 
 
 def test_paper_recipes():

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from keras_ils import synthetic
+from keras_ils.experiments import synthetic
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 

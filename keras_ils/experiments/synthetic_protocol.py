@@ -1,13 +1,13 @@
 """The paper's synthetic experiments at full scale: appendix table, dense/sparse LS rows, Fig. 4 curves, win rates.
 
 Protocol (paper §3, §4.1 and appendix A), per replicate `r` (seed `seed + r`;
-train/validation/test seeds as `keras_ils.datasets.load_synthetic`: `s`,
+train/validation/test seeds as `keras_ils.experiments.datasets.load_synthetic`: `s`,
 `s + 10000`, `s + 20000`; 50/50/5000 points per class):
 
-1. Every model is `keras_ils.models.mlp` (5 x 64 ReLU) trained by the MLP
+1. Every model is `keras_ils.experiments.models.mlp` (5 x 64 ReLU) trained by the MLP
    recipe (Adam 1e-2, batch 32, at most 500 epochs, early stopping with
    patience 10 on the hard-label validation cross-entropy, best epoch kept),
-   all of them at once by `keras_ils.vectorised.train_mlps`. By default the
+   all of them at once by `keras_ils.experiments.vectorised.train_mlps`. By default the
    models of one replicate share their initial weights and batch order
    (common random numbers): they differ only in their targets
    (`shared_seeds=False`: one seed per model).
@@ -42,8 +42,9 @@ import time
 
 import numpy as np
 
-from keras_ils import synthetic, tuning, vectorised
+from keras_ils import tuning
 from keras_ils._checks import integer_at_least
+from keras_ils.experiments import synthetic, vectorised
 from keras_ils.targets import ils_targets, smoothing_factor
 
 LS_FIXED_EPSILON = 0.2
@@ -290,7 +291,7 @@ def run_replicates(
             first, in one call). Defaults to `25`.
         pool_size: the trainer's `pool_size`. Defaults to `256`.
         init: the models' initialisation, `"keras"` (the package's) or
-            `"pytorch"` (`keras_ils.vectorised.initial_weights`). Defaults
+            `"pytorch"` (`keras_ils.experiments.vectorised.initial_weights`). Defaults
             to `"keras"`.
         shared_seeds: all models of a replicate start from the same weights
             and see the same batch order (common random numbers), so they

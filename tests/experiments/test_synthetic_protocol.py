@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from keras_ils import evaluation, synthetic_experiments, tuning
+from keras_ils import evaluation, tuning
+from keras_ils.experiments import synthetic_protocol
 
 
 class TestScores:
@@ -11,7 +12,7 @@ class TestScores:
         labels = rng.integers(0, 3, 3000)
         logits = (rng.normal(size=(3000, 3)) * (1 + seed) + 2 * np.eye(3)[labels]).astype(np.float32)
         dense = rng.random(3000) < 0.8
-        ours = synthetic_experiments.scores(logits, labels, dense)
+        ours = synthetic_protocol.scores(logits, labels, dense)
         theirs = evaluation.scores(logits, labels)
         for name in ("accuracy", "nll", "ece", "cwece", "class_conditional_ece"):
             np.testing.assert_allclose(ours[name], theirs[name], rtol=2e-4, atol=1e-6, err_msg=name)
@@ -20,10 +21,10 @@ class TestScores:
 
 
 def test_grids_are_the_appendix_grids_and_counts():
-    grid = synthetic_experiments.grids()
+    grid = synthetic_protocol.grids()
     assert grid == {name: tuple(values) for name, values in tuning.GRIDS["synthetic"].items()}
     assert grid["epsilon"] == (0.001, 0.005, 0.01, 0.03, 0.05, 0.07, 0.09, 0.11, 0.13, 0.15, 0.17, 0.19)
-    free, taught = synthetic_experiments.model_configs(grid)
+    free, taught = synthetic_protocol.model_configs(grid)
     methods = [name for name, _ in free + taught]
     assert [methods.count(m) for m in ("No LS", "Standard LS", "Standard LS-0.2", "ILS1", "ILS2", "ILS")] == [
         1,
@@ -39,14 +40,14 @@ def test_grids_are_the_appendix_grids_and_counts():
 def test_sign_test_is_scipys_exact_binomial_test(wins, losses):
     scipy_stats = pytest.importorskip("scipy.stats")
     expected = 1.0 if wins + losses == 0 else scipy_stats.binomtest(wins, wins + losses, 0.5).pvalue
-    np.testing.assert_allclose(synthetic_experiments.sign_test(wins, losses), expected, rtol=1e-12)
+    np.testing.assert_allclose(synthetic_protocol.sign_test(wins, losses), expected, rtol=1e-12)
 
 
 def _fake_results(per_row):
     """`run_replicates`-shaped results whose every row holds the given metric values."""
-    metrics = dict.fromkeys(synthetic_experiments.METRICS, 0.5)
+    metrics = dict.fromkeys(synthetic_protocol.METRICS, 0.5)
     per_replicate = {}
-    for method, temps in synthetic_experiments.ROWS:
+    for method, temps in synthetic_protocol.ROWS:
         key = f"{method}{' +TempS' if temps else ''}"
         values = per_row.get(key, [{}] * 4)
         per_replicate[key] = [dict(metrics, temps=1.0, val_loss=0.5, **v) for v in values]
@@ -65,7 +66,7 @@ def test_win_rates_count_replicates_in_the_right_direction():
             "Standard LS": [dict(nll=0.5, accuracy=0.8)] * 4,
         }
     )
-    claims = {c["claim"]: c for c in synthetic_experiments.summarise(results)["claims"]}
+    claims = {c["claim"]: c for c in synthetic_protocol.summarise(results)["claims"]}
     nll = claims["ILS beats Standard LS in nll"]
     assert (nll["wins"], nll["losses"], nll["ties"], nll["win_rate"]) == (2, 1, 1, 0.5)
     accuracy = claims["ILS beats Standard LS in accuracy"]  # higher is better
@@ -80,7 +81,7 @@ def test_best_smoothing_curve_picks_the_epsilon_whose_students_match_the_teacher
     curve["teacher_sum"][10] = 2 * 0.42
     curve["student_sum"][0][10] = 2 * 0.60  # eps 0.01: mean 0.60, far
     curve["student_sum"][1][10] = 2 * 0.45  # eps 0.2: mean 0.45, closest
-    out = synthetic_experiments.best_smoothing_curves(results)
+    out = synthetic_protocol.best_smoothing_curves(results)
     assert out["bayes/train"]["best_epsilon"][10] == 0.2
     assert out["bayes/train"]["best_epsilon"][11] is None and out["bayes/test"]["best_epsilon"][10] is None
     np.testing.assert_allclose(out["bin_centres"][10], 0.2 + 10.5 * 0.8 / 50)
