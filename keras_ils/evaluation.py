@@ -29,6 +29,7 @@ def scores(outputs, labels, *, from_logits: bool = True, num_bins: int = 15) -> 
     for metric in metrics:
         metric.update_state(labels, outputs)
     values = {metric.name: float(metric.result()) for metric in metrics}
+    values["accuracy"] = values.pop("top_label_accuracy")
     return {name: values[name] for name in COLUMNS}
 
 

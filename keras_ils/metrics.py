@@ -22,7 +22,7 @@ one-hot/soft targets (read as their argmax) and teacher targets built by
 | `MaximumCalibrationError`            | largest |accuracy - confidence| over non-empty bins |
 | `NegativeLogLikelihood`              | mean -log p_t                                        |
 | `BrierScore`                         | mean sum_j (p_j - y_j)^2                             |
-| `Accuracy`                           | top-1 accuracy                                       |
+| `TopLabelAccuracy`                   | top-1 accuracy                                       |
 """
 
 from __future__ import annotations
@@ -405,27 +405,31 @@ class BrierScore(_WeightedMean):
 
 
 @_register
-class Accuracy(_WeightedMean):
+class TopLabelAccuracy(_WeightedMean):
     """Top-1 accuracy that reads every `y_true` form of the package, teacher targets included.
 
+    The fraction of examples whose highest-scoring class is the true class.
     Keras' own accuracy metrics would compare against the teacher-target
-    columns; use this one when training on `keras_ils.teacher_targets`.
+    columns; use this one when training on `keras_ils.teacher_targets`. (It
+    was called `Accuracy` before 0.2, a name that shadowed
+    `keras.metrics.Accuracy`, which compares values element by element; a
+    model saved with the old name still loads.)
 
     Args:
         from_logits: ignored by the argmax; kept for a uniform signature.
             Defaults to `False`.
-        name: Defaults to `"accuracy"`.
+        name: Defaults to `"top_label_accuracy"`.
         dtype: Defaults to `None` (floatx).
 
     Example:
 
-    >>> m = Accuracy()
+    >>> m = TopLabelAccuracy()
     >>> m.update_state([0, 1], [[0.5, 0.4], [0.7, 0.3]])
     >>> float(m.result())
     0.5
     """
 
-    def __init__(self, from_logits: bool = False, name: str = "accuracy", dtype=None):
+    def __init__(self, from_logits: bool = False, name: str = "top_label_accuracy", dtype=None):
         super().__init__(from_logits=from_logits, name=name, dtype=dtype)
         self._direction = "up"
 
@@ -434,16 +438,20 @@ class Accuracy(_WeightedMean):
         return ops.take_along_axis(one_hot, predicted[:, None], axis=-1)[:, 0]
 
 
+# `.keras` files saved before the rename name the class `keras_ils>Accuracy`.
+keras.saving.get_custom_objects()["keras_ils>Accuracy"] = TopLabelAccuracy
+
+
 def calibration_metrics(num_classes: int, num_bins: int = 15, from_logits: bool = False) -> list:
     """The evaluation set used across the package: accuracy, NLL, ECE, cwECE, Brier, MCE.
 
     Example:
 
     >>> [m.name for m in calibration_metrics(num_classes=3)]
-    ['accuracy', 'nll', 'ece', 'cwece', 'brier', 'mce']
+    ['top_label_accuracy', 'nll', 'ece', 'cwece', 'brier', 'mce']
     """
     return [
-        Accuracy(from_logits=from_logits),
+        TopLabelAccuracy(from_logits=from_logits),
         NegativeLogLikelihood(from_logits=from_logits),
         ExpectedCalibrationError(num_bins, from_logits),
         ClasswiseExpectedCalibrationError(num_classes, num_bins, from_logits),

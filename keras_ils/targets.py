@@ -39,6 +39,14 @@ from keras import ops
 from keras_ils._checks import invalid
 
 METHODS = ("none", "ls", "ils1", "ils2", "ils")
+# The hyperparameters each method reads, in the order a grid enumerates them (tuning and reports use this table).
+METHOD_HYPERPARAMETERS = {
+    "none": (),
+    "ls": ("epsilon",),
+    "ils1": ("p1", "p2"),
+    "ils2": ("epsilon", "temperature"),
+    "ils": ("p1", "p2", "temperature"),
+}
 FAMILIES = ("quadratic", "sinusoidal")
 
 _DEFAULTS = dict(epsilon=0.1, p1=0.9, p2=1.0, temperature=1.0, max_epsilon=0.2, family="quadratic")
@@ -432,6 +440,7 @@ def hard_labels(y_true, num_classes, y_pred_rank=None):
 __all__ = [
     "FAMILIES",
     "METHODS",
+    "METHOD_HYPERPARAMETERS",
     "check_labels_in_range",
     "hard_labels",
     "ils_targets",

@@ -39,6 +39,7 @@ import keras_tuner
 import tensorflow as tf
 
 from keras_ils import calibration
+from keras_ils import targets as _targets
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils._files import atomic_write, remove_interrupted_writes
 from keras_ils.losses import ILSLoss
@@ -47,13 +48,8 @@ from keras_ils.targets import validate_hyperparameters
 
 OBJECTIVE = keras_tuner.Objective("val_nll", direction="min")
 
-# Which hyperparameters each tunable method reads, in the order trials enumerate them.
-METHOD_HYPERPARAMETERS = {
-    "ls": ("epsilon",),
-    "ils1": ("p1", "p2"),
-    "ils2": ("epsilon", "temperature"),
-    "ils": ("p1", "p2", "temperature"),
-}
+# The tunable methods (No LS has nothing to tune) and the hyperparameters each reads, in grid order.
+METHOD_HYPERPARAMETERS = {method: names for method, names in _targets.METHOD_HYPERPARAMETERS.items() if names}
 _SYNTHETIC_EPSILONS = (0.001, 0.005, 0.01) + tuple(round(0.03 + 0.02 * i, 3) for i in range(9))
 GRIDS = {
     "paper": {

@@ -25,7 +25,7 @@ def _reference(name, probs, labels, n_bins=15):
         "class_conditional_ece": lambda: reference.class_conditional_ece(probs, labels, n_bins),
         "nll": lambda: reference.nll(probs, labels),
         "brier": lambda: reference.brier(probs, labels),
-        "accuracy": lambda: float((probs.argmax(1) == labels).mean()),
+        "top_label_accuracy": lambda: float((probs.argmax(1) == labels).mean()),
     }[name]()
 
 
@@ -37,11 +37,11 @@ def _metric(name, from_logits=False, n_bins=15, k=K):
         "class_conditional_ece": lambda: metrics.ClassConditionalECE(k, n_bins, from_logits),
         "nll": lambda: metrics.NegativeLogLikelihood(from_logits),
         "brier": lambda: metrics.BrierScore(from_logits),
-        "accuracy": lambda: metrics.Accuracy(from_logits),
+        "top_label_accuracy": lambda: metrics.TopLabelAccuracy(from_logits),
     }[name]()
 
 
-NAMES = ["ece", "mce", "cwece", "class_conditional_ece", "nll", "brier", "accuracy"]
+NAMES = ["ece", "mce", "cwece", "class_conditional_ece", "nll", "brier", "top_label_accuracy"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -122,7 +122,7 @@ def test_classwise_ece_is_eq2_and_differs_from_the_authors_variant(rng):
 
 def test_lower_is_better_for_early_stopping(rng):
     for name in NAMES:
-        assert _metric(name)._direction == ("up" if name == "accuracy" else "down")
+        assert _metric(name)._direction == ("up" if name == "top_label_accuracy" else "down")
     labels, probs, logits = _data(rng, n=64)
     model = keras.Sequential([keras.Input((K,)), keras.layers.Dense(K)])
     model.compile(loss="sparse_categorical_crossentropy", metrics=[metrics.ExpectedCalibrationError(from_logits=True)])
@@ -202,6 +202,17 @@ class TestSerialization:
         assert before.keys() == after.keys()
         for key in before:
             np.testing.assert_allclose(after[key], before[key], rtol=1e-6)
+
+    def test_accuracy_does_not_shadow_keras_and_old_files_still_load(self):
+        assert not hasattr(metrics, "Accuracy")
+        saved_before_the_rename = {
+            "module": None,
+            "class_name": "keras_ils>Accuracy",
+            "config": {"name": "accuracy", "dtype": "float32", "from_logits": True},
+            "registered_name": "keras_ils>Accuracy",
+        }
+        restored = keras.saving.deserialize_keras_object(saved_before_the_rename)
+        assert type(restored) is metrics.TopLabelAccuracy and restored.name == "accuracy"
 
 
 class TestBadInput:

@@ -22,7 +22,7 @@ from keras_ils._files import staged_directory
 from keras_ils.calibration import calibrate
 from keras_ils.experiments import models, training
 from keras_ils.losses import ILSLoss
-from keras_ils.targets import validate_hyperparameters
+from keras_ils.targets import METHOD_HYPERPARAMETERS, validate_hyperparameters
 from keras_ils.teacher import compute_teacher_logits, read_cache
 
 METHOD_NAMES = {
@@ -63,8 +63,7 @@ def default_hyperparameters(dataset_name: str, **overrides) -> dict:
 
 def _method_hyperparameters(method: str, chosen: dict) -> dict:
     """The subset of `chosen` that `method` uses (what the table and JSON report)."""
-    used = {"none": (), "ls": ("epsilon",), "ils1": ("p1", "p2"), "ils2": ("epsilon", "temperature")}
-    return {k: chosen[k] for k in used.get(method, ("p1", "p2", "temperature"))}
+    return {k: chosen[k] for k in METHOD_HYPERPARAMETERS[method]}
 
 
 def _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters):
@@ -384,7 +383,7 @@ def _compiled_model(model_name, splits, recipe, strategy, loss=None):
         model.compile(
             optimizer=recipe.build_optimizer(),
             loss=loss,
-            metrics=[_metrics.Accuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
+            metrics=[_metrics.TopLabelAccuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
         )
     return model
 
