@@ -152,9 +152,8 @@ class ILSHyperModel(keras_tuner.HyperModel):
     Example:
 
     >>> import keras_tuner
-    >>> from keras_ils import models
     >>> def build_model(hp):
-    ...     model = models.mlp(num_classes=3, input_shape=(2,))
+    ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(64, "relu"), keras.layers.Dense(3)])
     ...     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     ...     return model
     >>> hypermodel = ILSHyperModel(build_model, num_classes=3, method="ils1")
