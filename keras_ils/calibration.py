@@ -71,14 +71,46 @@ class TemperatureScaling(keras.layers.Layer):
         return {**super().get_config(), "temperature": self.initial_temperature, "from_logits": self.from_logits}
 
 
-def _nll_slope(inverse_temperature, logits, labels):
-    """d/d(beta) of mean NLL(softmax(beta * logits)): E_p[z] - z_t, increasing in beta."""
-    scaled = inverse_temperature * logits
-    scaled -= scaled.max(axis=1, keepdims=True)
-    probabilities = np.exp(scaled)
-    probabilities /= probabilities.sum(axis=1, keepdims=True)
-    expected = (probabilities * logits).sum(axis=1)
-    return float(np.mean(expected - logits[np.arange(len(labels)), labels]))
+def _nll_slopes(inverse_temperatures, logits, true_logits):
+    """d/d(beta) of each model's mean NLL(softmax(beta * logits)): `E_p[z] - z_t`, increasing in beta; `[M]`."""
+    z = logits * inverse_temperatures[:, None, None]
+    z = z - z.max(axis=-1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.mean((p * logits).sum(-1) - true_logits, axis=-1)
+
+
+def fit_temperatures(logits, labels, *, bounds: tuple = (1e-2, 1e2), iterations: int = 100) -> np.ndarray:
+    """`fit_temperature` for many models at once: `[M, n, K]` logits and `[M, n]` labels -> `[M]` T*.
+
+    The NLL is convex in `beta = 1 / T`, so the optimum is where its
+    derivative changes sign; bisection on that sign (in log space, float64,
+    `iterations` halvings) finds it to machine precision. Where the NLL keeps
+    falling at an end of `bounds` (e.g. a perfectly separated set), that end is
+    returned.
+
+    Example:
+
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 3, (2, 20000))
+    >>> logits = 2.0 * (rng.normal(size=(2, 20000, 3)) + 2.0 * np.eye(3)[labels])
+    >>> np.round(fit_temperatures(logits * np.array([3.0, 0.5])[:, None, None], labels), 1).tolist()
+    [3.0, 0.5]
+    """
+    logits = np.asarray(logits, np.float64)
+    labels = np.asarray(labels, np.int64)
+    true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    low, high = bounds
+    lo, hi = np.full(len(logits), np.log(1.0 / high)), np.full(len(logits), np.log(1.0 / low))
+    at_high = _nll_slopes(np.exp(lo), logits, true_logits) >= 0
+    at_low = _nll_slopes(np.exp(hi), logits, true_logits) <= 0
+    for _ in range(iterations):
+        middle = 0.5 * (lo + hi)
+        up = _nll_slopes(np.exp(middle), logits, true_logits) > 0
+        hi = np.where(up, middle, hi)
+        lo = np.where(up, lo, middle)
+    temperature = np.exp(-0.5 * (lo + hi))
+    return np.where(at_high, high, np.where(at_low, low, temperature))
 
 
 def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)) -> float:
@@ -86,8 +118,9 @@ def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)
 
     The NLL is convex in `1 / T`, so the optimum is where its derivative
     changes sign; bisection on that sign (in log space, float64) finds it to
-    machine precision. Where the NLL keeps falling at an end of `bounds`
-    (e.g. a perfectly separated set), that end is returned.
+    machine precision (`fit_temperatures` does it for many models at once).
+    Where the NLL keeps falling at an end of `bounds` (e.g. a perfectly
+    separated set), that end is returned.
 
     Args:
         logits: `[n, K]` uncalibrated logits.
@@ -120,19 +153,7 @@ def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)
     labels = ops.convert_to_numpy(_targets.hard_labels(labels, logits.shape[1], y_pred_rank=2))
     if len(labels) != len(logits):
         raise ValueError(f"`logits` and `labels` must have the same length. Received: {len(logits)} and {len(labels)}")
-
-    log_beta_low, log_beta_high = np.log(1.0 / high), np.log(1.0 / low)
-    if _nll_slope(np.exp(log_beta_low), logits, labels) >= 0:
-        return float(high)
-    if _nll_slope(np.exp(log_beta_high), logits, labels) <= 0:
-        return float(low)
-    for _ in range(100):
-        middle = 0.5 * (log_beta_low + log_beta_high)
-        if _nll_slope(np.exp(middle), logits, labels) > 0:
-            log_beta_high = middle
-        else:
-            log_beta_low = middle
-    return float(np.exp(-0.5 * (log_beta_low + log_beta_high)))
+    return float(fit_temperatures(logits[None], labels[None], bounds=bounds)[0])
 
 
 def calibrate(model: keras.Model, validation_data, *, from_logits: bool = True) -> keras.Model:

@@ -7,6 +7,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 from keras_ils import ILSLoss, TemperatureScaling, calibrate, fit_temperature, teacher_targets
+from keras_ils.calibration import fit_temperatures
 
 
 def _nll(t, logits, labels):
@@ -53,6 +54,23 @@ class TestFitTemperature:
     def test_bad_input(self, logits, labels, match):
         with pytest.raises(ValueError, match=match):
             fit_temperature(logits, labels)
+
+
+class TestFitTemperatures:
+    def test_each_model_matches_its_scipy_optimum(self):
+        rng = np.random.default_rng(1)
+        labels = rng.integers(0, 3, (6, 150))
+        logits = rng.normal(size=(6, 150, 3)) + 2 * np.eye(3)[labels]
+        logits *= np.array([0.2, 0.5, 1.0, 2.0, 5.0, 20.0])[:, None, None]
+        got = fit_temperatures(logits, labels)
+        for model, (z, y) in enumerate(zip(logits, labels, strict=True)):
+            want = minimize_scalar(_nll, bounds=(0.01, 100), args=(z, y), method="bounded", options={"xatol": 1e-10}).x
+            assert abs(got[model] - want) / want < 1e-3
+            assert _nll(got[model], z, y) <= _nll(want, z, y) + 1e-9
+
+    def test_separated_and_reversed_models_stop_at_the_bounds(self):
+        separated = np.array([[[10.0, -10.0], [-10.0, 10.0]], [[-10.0, 10.0], [10.0, -10.0]]])
+        np.testing.assert_array_equal(fit_temperatures(separated, np.array([[0, 1], [0, 1]])), [0.01, 100.0])
 
 
 class TestTemperatureScalingLayer:

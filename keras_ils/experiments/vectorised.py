@@ -45,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_ils._checks import integer_at_least
+from keras_ils.calibration import fit_temperatures  # noqa: F401  (re-exported: the protocol's name for it)
 
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
 
@@ -467,45 +468,6 @@ def train_mlps(
             slot_model[done] = -1
     weights_out = [(out_flat[i], out_flat[i + 1]) for i in range(0, len(out_flat), 2)]
     return TrainedMLPs(weights_out, best_val_loss, best_epoch, epochs_run, losses)
-
-
-def fit_temperatures(logits, labels, *, bounds: tuple = (1e-2, 1e2), iterations: int = 100) -> np.ndarray:
-    """`keras_ils.calibration.fit_temperature` for many models at once: `[M, n, K]` logits -> `[M]` T*.
-
-    The same bisection on the sign of the NLL's derivative in `log(1 / T)`,
-    vectorised over models (float64), with the same answer at the bounds.
-
-    Example:
-
-    >>> rng = np.random.default_rng(0)
-    >>> labels = rng.integers(0, 3, (2, 20000))
-    >>> logits = 2.0 * (rng.normal(size=(2, 20000, 3)) + 2.0 * np.eye(3)[labels])
-    >>> np.round(fit_temperatures(logits * np.array([3.0, 0.5])[:, None, None], labels), 1).tolist()
-    [3.0, 0.5]
-    """
-    logits = np.asarray(logits, np.float64)
-    labels = np.asarray(labels, np.int64)
-    true_logit = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
-
-    def slope(beta):  # d NLL / d beta at beta [M]
-        z = logits * beta[:, None, None]
-        z = z - z.max(axis=-1, keepdims=True)
-        p = np.exp(z)
-        p /= p.sum(axis=-1, keepdims=True)
-        return np.mean((p * logits).sum(-1) - true_logit, axis=-1)
-
-    low, high = bounds
-    m = len(logits)
-    lo, hi = np.full(m, np.log(1.0 / high)), np.full(m, np.log(1.0 / low))
-    at_high = slope(np.exp(lo)) >= 0
-    at_low = slope(np.exp(hi)) <= 0
-    for _ in range(iterations):
-        middle = 0.5 * (lo + hi)
-        up = slope(np.exp(middle)) > 0
-        hi = np.where(up, middle, hi)
-        lo = np.where(up, lo, middle)
-    temperature = np.exp(-0.5 * (lo + hi))
-    return np.where(at_high, high, np.where(at_low, low, temperature))
 
 
 __all__ = [

@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ils import calibration
 from keras_ils.experiments import models, synthetic, training, vectorised
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
@@ -213,24 +212,6 @@ def test_epoch_order_is_a_seeded_permutation():
     assert sorted(vectorised.epoch_order(1, 0, 150)) == list(range(150))
     np.testing.assert_array_equal(vectorised.epoch_order(1, 2, 150), vectorised.epoch_order(1, 2, 150))
     assert not np.array_equal(vectorised.epoch_order(1, 2, 150), vectorised.epoch_order(1, 3, 150))
-
-
-class TestFitTemperatures:
-    def test_matches_fit_temperature_model_by_model(self):
-        rng = np.random.default_rng(1)
-        labels = rng.integers(0, 3, (6, 150))
-        logits = rng.normal(size=(6, 150, 3)) + 2 * np.eye(3)[labels]
-        logits *= np.array([0.2, 0.5, 1.0, 2.0, 5.0, 20.0])[:, None, None]
-        expected = [calibration.fit_temperature(z, y) for z, y in zip(logits, labels, strict=True)]
-        np.testing.assert_allclose(vectorised.fit_temperatures(logits, labels), expected, rtol=1e-9)
-
-    def test_bounds_like_fit_temperature(self):
-        separated = np.array([[[10.0, -10.0], [-10.0, 10.0]]])
-        labels = np.array([[0, 1]])
-        assert vectorised.fit_temperatures(separated, labels)[0] == calibration.fit_temperature(separated[0], labels[0])
-        assert vectorised.fit_temperatures(-separated, labels)[0] == calibration.fit_temperature(
-            -separated[0], labels[0]
-        )
 
 
 class TestArguments:
