@@ -67,7 +67,6 @@ ROWS = (
     ("Standard LS (dense validation)", False),
     ("Standard LS (sparse validation)", False),
 )
-_METHOD = {"No LS": "none", "Standard LS": "ls", "Standard LS-0.2": "ls", "ILS1": "ils1", "ILS2": "ils2", "ILS": "ils"}
 
 # The paper's appendix table (tab:appendix-synthetic2) and Table 1's dense/sparse rows (tab:motivate-calibration):
 # avg temperature, validation loss, acc, acc dense, acc sparse, CE, ECE, cwECE (printed; the authors'
@@ -374,7 +373,7 @@ def run_replicates(
                 (np.concatenate([k1[index], k2[index2]]), np.concatenate([b1[index], b2[index2]]))
                 for (k1, b1), (k2, b2) in zip(first_stage.weights, second_stage.weights, strict=True)
             ]
-            _replicate_rows(data[r], free + taught, weights, teacher_t[r], per_replicate, curves, ls_epsilons)
+            _replicate_rows(data[r], free + taught, weights, teacher_t[r], per_replicate, curves)
         if log:
             log(f"replicates {reps[-1] + 1}/{replicates}: {trained} models, {time.time() - started:.0f} s")
     return dict(
@@ -399,7 +398,7 @@ def _key(row):
     return f"{row[0]}{' +TempS' if row[1] else ''}"
 
 
-def _replicate_rows(data, configs, weights, teacher_temperature, per_replicate, curves, ls_epsilons):
+def _replicate_rows(data, configs, weights, teacher_temperature, per_replicate, curves):
     val, test = data["val"], data["test"]
     val_logits = vectorised.mlp_logits(weights, val.x)
     val_labels = np.broadcast_to(val.y, val_logits.shape[:2])
@@ -602,7 +601,7 @@ def markdown(results: dict, summary: dict, command: str) -> str:
     return out.getvalue()
 
 
-def plot_curves(results: dict, summary: dict, path: str, teacher: str) -> str:
+def plot_curves(summary: dict, path: str, teacher: str) -> str:
     """Fig. 4 as a PNG: the best-smoothing-factor curve and the tuned ILS1 curves over it."""
     import matplotlib
 
@@ -657,7 +656,7 @@ def write_outputs(results: dict, output_dir: str, command: str) -> dict:
         atomic_write(os.path.join(staging, "synthetic_protocol.json"), lambda f: f.write(payload))
         atomic_write(os.path.join(staging, "synthetic_protocol.md"), lambda f: f.write(text.encode()))
         for teacher in CURVE_TEACHERS:
-            plot_curves(results, summary, os.path.join(staging, f"best_smoothing_{teacher}.png"), teacher)
+            plot_curves(summary, os.path.join(staging, f"best_smoothing_{teacher}.png"), teacher)
     return summary
 
 
