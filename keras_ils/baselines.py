@@ -23,6 +23,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_ils import _labels
 from keras_ils import targets as _targets
 from keras_ils._checks import number_in, positive
 from keras_ils.data import as_pairs
@@ -70,7 +71,7 @@ def class_similarity_logits(data, num_classes: int, temperature: float = 1.0) ->
     for features, labels in batches:
         features = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
         labels = np.asarray(labels).astype(np.int64).reshape(-1)
-        _targets.check_labels_in_range(labels, num_classes)
+        _labels.check_labels_in_range(labels, num_classes)
         sums = np.zeros((num_classes, features.shape[1])) if sums is None else sums
         np.add.at(sums, labels, features)
         counts += np.bincount(labels, minlength=num_classes)
@@ -162,7 +163,7 @@ class BootstrapSoftLoss(keras.losses.Loss):
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]
-        labels = _targets.hard_labels(y_true, num_classes, len(y_pred.shape))
+        labels = _labels.hard_labels(y_true, num_classes, len(y_pred.shape))
         one_hot = ops.one_hot(labels, num_classes)
         targets = bootstrap_targets(one_hot, y_pred, self.beta, self.back_propagate_prediction)
         return ops.categorical_crossentropy(targets, y_pred, from_logits=True)
@@ -287,7 +288,7 @@ class BetaSmoothingLoss(keras.losses.Loss):
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]
-        labels = _targets.hard_labels(y_true, num_classes, len(y_pred.shape))
+        labels = _labels.hard_labels(y_true, num_classes, len(y_pred.shape))
         # Beta(a, 1) by its inverse CDF, u ** (1 / a): exact, and XLA compiles it (a gamma sampler it does not).
         uniform = keras.random.uniform(ops.shape(labels), dtype=y_pred.dtype, seed=self._seed_generator)
         samples = ops.power(uniform, 1.0 / self.a)

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_ils import targets as _targets
+from keras_ils import _labels
 from keras_ils._checks import positive
 from keras_ils.data import predict_with_labels
 
@@ -150,7 +150,7 @@ def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)
     low, high = bounds
     if not 0 < low < high:
         raise ValueError(f"Invalid value for argument `bounds`. Expected 0 < low < high. Received: bounds={bounds!r}")
-    labels = ops.convert_to_numpy(_targets.hard_labels(labels, logits.shape[1], y_pred_rank=2))
+    labels = ops.convert_to_numpy(_labels.hard_labels(labels, logits.shape[1], y_pred_rank=2))
     if len(labels) != len(logits):
         raise ValueError(f"`logits` and `labels` must have the same length. Received: {len(logits)} and {len(labels)}")
     return float(fit_temperatures(logits[None], labels[None], bounds=bounds)[0])

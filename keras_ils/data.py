@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from keras_ils import targets as _targets
+from keras_ils import _labels
 
 _ATTACH_CHUNK = 256
 
@@ -48,14 +48,6 @@ def as_pairs(dataset: tf.data.Dataset, image_key: str = "image", label_key: str 
         "The dataset must yield (x, y) pairs or tfds dicts with an image and a label; "
         f"it yields {spec}. A dataset without labels cannot be used here."
     )
-
-
-def _check_range(labels, num_classes):
-    message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
-    return [
-        tf.debugging.assert_non_negative(labels, message=message),
-        tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype), message=message),
-    ]
 
 
 def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf.data.Dataset:
@@ -107,7 +99,7 @@ def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf
     def attach(pair, row):  # one example, or a chunk of them (every tensor with a leading axis)
         (x, y), (teacher_row, stored_label) = pair, row
         y = tf.cast(y, tf.int64)
-        checks = _check_range(y, num_classes)
+        checks = _labels.check_labels_in_range(y, num_classes)
         if stored_labels is not None:
             checks.append(
                 tf.debugging.assert_equal(
@@ -118,7 +110,7 @@ def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf
                 )
             )
         with tf.control_dependencies(checks):
-            return x, _targets._pack_teacher_targets(tf.one_hot(y, num_classes), teacher_row)
+            return x, _labels.pack_teacher_targets(tf.one_hot(y, num_classes), teacher_row)
 
     paired = tf.data.Dataset.zip((dataset, rows))
     if not all(
@@ -153,7 +145,7 @@ def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, *
         y = tf.cast(y, tf.int32)
         if num_classes is None:
             return x, y
-        with tf.control_dependencies(_check_range(y, num_classes)):
+        with tf.control_dependencies(_labels.check_labels_in_range(y, num_classes)):
             return x, tf.identity(y)
 
     return as_pairs(dataset, **keys).map(cast, num_parallel_calls=tf.data.AUTOTUNE)

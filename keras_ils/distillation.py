@@ -29,7 +29,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_ils import targets as _targets
+from keras_ils import _labels
 from keras_ils._checks import number_in, positive
 from keras_ils.calibration import calibrate
 
@@ -190,13 +190,13 @@ class DistillationCrossEntropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]
-        kind = _targets.y_true_kind(y_true, num_classes, len(y_pred.shape))
+        kind = _labels.y_true_kind(y_true, num_classes, len(y_pred.shape))
         if kind == "sparse":
-            one_hot = ops.one_hot(_targets.hard_labels(y_true, num_classes, len(y_pred.shape)), num_classes)
+            one_hot = ops.one_hot(_labels.hard_labels(y_true, num_classes, len(y_pred.shape)), num_classes)
         elif kind == "dense":
             one_hot = y_true
         else:
-            one_hot, teacher_logits = _targets.split_teacher_targets(y_true, num_classes)
+            one_hot, teacher_logits = _labels.split_teacher_targets(y_true, num_classes)
         hard = ops.categorical_crossentropy(ops.cast(one_hot, y_pred.dtype), y_pred, from_logits=True)
         if kind != "teacher":
             return hard

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_ils import _labels
 from keras_ils import targets as _targets
 
 
@@ -105,14 +106,14 @@ class ILSLoss(keras.losses.Loss):
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]
-        kind = _targets.y_true_kind(y_true, num_classes, len(y_pred.shape))
+        kind = _labels.y_true_kind(y_true, num_classes, len(y_pred.shape))
         if kind == "dense":
             targets = y_true
         elif kind == "teacher":
-            one_hot, teacher_logits = _targets.split_teacher_targets(y_true, num_classes)
+            one_hot, teacher_logits = _labels.split_teacher_targets(y_true, num_classes)
             targets = _targets.targets_from_one_hot(one_hot, teacher_logits, **self._hyperparameters)
         else:
-            labels = _targets.hard_labels(y_true, num_classes, len(y_pred.shape))
+            labels = _labels.hard_labels(y_true, num_classes, len(y_pred.shape))
             hard_method = "ls" if self.method == "ls" else "none"
             targets = _targets.targets_from_one_hot(
                 ops.one_hot(labels, num_classes),

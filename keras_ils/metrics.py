@@ -30,7 +30,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_ils import targets as _targets
+from keras_ils import _labels
 from keras_ils._checks import integer_at_least
 
 _register = keras.saving.register_keras_serializable(package="keras_ils")
@@ -76,7 +76,7 @@ class _CalibrationMetric(keras.metrics.Metric):
                 f"{type(self).__name__} was built for num_classes={self.num_classes} "
                 f"but `y_pred` has {num_classes} classes."
             )
-        labels = _targets.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
+        labels = _labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
         if self.from_logits:
             log_probabilities = ops.log_softmax(y_pred, axis=-1)
             probabilities = ops.exp(log_probabilities)

@@ -8,7 +8,7 @@ Teacher-target layout
 ---------------------
 Keras 3 hands a loss one `y_true` tensor per output, so the teacher's
 information travels inside it. `teacher_targets(labels, teacher_logits)` builds
-it and `split_y_true` reads it; nothing else in the package knows the layout:
+it and `keras_ils._labels` reads it; nothing else in the package knows the layout:
 
     y_true[..., :K]   one-hot encoding of the true class
     y_true[..., K:]   the CALIBRATED teacher's logits (raw logits / T*)
@@ -36,6 +36,7 @@ import numbers
 import keras
 from keras import ops
 
+from keras_ils import _labels
 from keras_ils._checks import invalid
 
 METHODS = ("none", "ls", "ils1", "ils2", "ils")
@@ -231,17 +232,6 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
     return one_hot * (1.0 - epsilon) + epsilon * wrong
 
 
-def _one_hot_labels(labels, num_classes):
-    labels = ops.convert_to_tensor(labels)
-    if not keras.backend.is_int_dtype(labels.dtype) and not keras.backend.is_float_dtype(labels.dtype):
-        raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
-    if len(labels.shape) >= 2 and labels.shape[-1] == 1:
-        labels = ops.squeeze(labels, axis=-1)
-    labels = ops.cast(labels, "int32")
-    check_labels_in_range(labels, num_classes)
-    return ops.one_hot(labels, num_classes, dtype="float32")
-
-
 def ils_targets(
     labels,
     teacher_logits=None,
@@ -317,7 +307,7 @@ def ils_targets(
     if num_classes is None:
         raise ValueError("Argument `num_classes` is required when `teacher_logits` is None.")
     return targets_from_one_hot(
-        _one_hot_labels(labels, num_classes),
+        _labels.one_hot_labels(labels, num_classes),
         teacher_logits,
         method=method,
         epsilon=epsilon,
@@ -356,98 +346,16 @@ def teacher_targets(labels, teacher_logits):
             "Argument `teacher_logits` must have shape [batch, K] with a known K. "
             f"Received shape: {teacher_logits.shape}"
         )
-    return _pack_teacher_targets(_one_hot_labels(labels, teacher_logits.shape[-1]), teacher_logits)
-
-
-def _pack_teacher_targets(one_hot, teacher_logits):
-    """The layout itself, for callers whose labels are already one-hot and range-checked."""
-    return ops.concatenate([ops.cast(one_hot, "float32"), ops.cast(teacher_logits, "float32")], axis=-1)
-
-
-def check_labels_in_range(labels, num_classes):
-    """Raises when integer `labels` fall outside `[0, num_classes)`.
-
-    Eager values raise `ValueError`. Inside a TensorFlow graph (`model.fit`)
-    the check is a `tf.debugging` assertion carrying the same message.
-    """
-    message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        if not tf.executing_eagerly():
-            tf.debugging.assert_non_negative(labels, message=message)
-            tf.debugging.assert_less(labels, ops.cast(num_classes, labels.dtype), message=message)
-            return
-    try:
-        values = ops.convert_to_numpy(labels)
-    except Exception:  # a traced value on another backend: nothing to check
-        return
-    if values.size and (values.min() < 0 or values.max() >= num_classes):
-        bad = values[(values < 0) | (values >= num_classes)]
-        raise ValueError(f"{message} Received: labels containing {bad.ravel()[:5].tolist()}")
-
-
-def y_true_kind(y_true, num_classes, y_pred_rank=None):
-    """Which of the three accepted `y_true` forms this is: "sparse", "dense" or "teacher".
-
-    Decided from static shapes: `[batch]`/`[batch, 1]` sparse labels,
-    `[batch, K]` one-hot or soft targets, `[batch, 2K]` the teacher layout.
-    """
-    if num_classes is None or num_classes < 2:
-        raise ValueError(
-            f"The model's output must have a known number of classes K >= 2 in its last axis. Received K={num_classes}"
-        )
-    rank = len(y_true.shape)
-    if y_pred_rank is not None and rank == y_pred_rank - 1:
-        return "sparse"
-    last = y_true.shape[-1] if rank else None
-    if rank == 0 or last == 1:
-        return "sparse"
-    if last == num_classes:
-        return "dense"
-    if last == 2 * num_classes:
-        return "teacher"
-    raise ValueError(
-        f"Cannot read `y_true` of shape {tuple(y_true.shape)} for a {num_classes}-class "
-        f"output. Expected sparse labels [batch] or [batch, 1], one-hot/soft targets "
-        f"[batch, {num_classes}], or teacher targets [batch, {2 * num_classes}] built by "
-        "`keras_ils.teacher_targets` (a teacher with another class count gives this error too)."
-    )
-
-
-def split_teacher_targets(y_true, num_classes):
-    """The one reader of the teacher layout: `(one_hot [..., K], teacher_logits [..., K])`."""
-    return y_true[..., :num_classes], y_true[..., num_classes:]
-
-
-def hard_labels(y_true, num_classes, y_pred_rank=None):
-    """Integer true classes from any accepted `y_true` form (soft targets: their argmax)."""
-    y_true = ops.convert_to_tensor(y_true)
-    kind = y_true_kind(y_true, num_classes, y_pred_rank)
-    if kind == "sparse":
-        labels = y_true
-        if len(labels.shape) and labels.shape[-1] == 1 and (y_pred_rank is None or len(labels.shape) == y_pred_rank):
-            labels = ops.squeeze(labels, axis=-1)
-        labels = ops.cast(labels, "int32")
-        check_labels_in_range(labels, num_classes)
-        return labels
-    if kind == "teacher":  # exact one-hot: an integer argmax (a float one adds -0.0 handling to every step)
-        one_hot, _ = split_teacher_targets(y_true, num_classes)
-        return ops.cast(ops.argmax(ops.cast(one_hot > 0.5, "int32"), axis=-1), "int32")
-    return ops.cast(ops.argmax(y_true, axis=-1), "int32")
+    return _labels.pack_teacher_targets(_labels.one_hot_labels(labels, teacher_logits.shape[-1]), teacher_logits)
 
 
 __all__ = [
     "FAMILIES",
     "METHODS",
     "METHOD_HYPERPARAMETERS",
-    "check_labels_in_range",
-    "hard_labels",
     "ils_targets",
     "smoothing_factor",
-    "split_teacher_targets",
     "targets_from_one_hot",
     "teacher_targets",
     "validate_hyperparameters",
-    "y_true_kind",
 ]

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_ils import targets as _targets
+from keras_ils import _labels
 from keras_ils._checks import positive
 from keras_ils._files import atomic_write
 from keras_ils.data import as_pairs
@@ -168,7 +168,7 @@ def compute_teacher_logits(
     labels, data_hash, logits = _dataset_pass(dataset, batch_size, teacher)
     if logits.ndim != 2 or logits.shape[1] < 2:
         raise ValueError(f"The teacher must output logits [batch, K >= 2]. It output shape {logits.shape[1:]}.")
-    _targets.check_labels_in_range(labels, logits.shape[1])
+    _labels.check_labels_in_range(labels, logits.shape[1])
     result = TeacherLogits(
         (logits / temperature).astype(np.float32),
         labels,
@@ -229,12 +229,12 @@ class OnlineTeacher(keras.Model):
         if training and y is not None:
             y = ops.convert_to_tensor(y)
             num_classes = y_pred.shape[-1]
-            if _targets.y_true_kind(y, num_classes, len(y_pred.shape)) == "sparse":
+            if _labels.y_true_kind(y, num_classes, len(y_pred.shape)) == "sparse":
                 teacher_logits = ops.stop_gradient(self.teacher(x, training=False))
                 if self.teacher_temperature != 1.0:
                     teacher_logits = teacher_logits / self.teacher_temperature
-                labels = _targets.hard_labels(y, num_classes, len(y_pred.shape))  # range-checked here, once
-                y = _targets._pack_teacher_targets(ops.one_hot(labels, num_classes), teacher_logits)
+                labels = _labels.hard_labels(y, num_classes, len(y_pred.shape))  # range-checked here, once
+                y = _labels.pack_teacher_targets(ops.one_hot(labels, num_classes), teacher_logits)
         return super().compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
 
     def get_config(self):

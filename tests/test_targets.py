@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_ils import targets
 from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
 
 import reference
@@ -136,20 +135,6 @@ class TestTeacherTargets:
         a = _np(teacher_targets(labels[:, None], logits))
         b = _np(teacher_targets(labels.astype("float32"), logits))
         np.testing.assert_array_equal(a, b)
-
-    def test_forms_are_told_apart(self):
-        k = 3
-        assert targets.y_true_kind(ops.zeros((4,)), k, 2) == "sparse"
-        assert targets.y_true_kind(ops.zeros((4, 1)), k, 2) == "sparse"
-        assert targets.y_true_kind(ops.zeros((4, 3)), k, 2) == "dense"
-        assert targets.y_true_kind(ops.zeros((4, 6)), k, 2) == "teacher"
-        with pytest.raises(ValueError, match="Cannot read `y_true`"):
-            targets.y_true_kind(ops.zeros((4, 5)), k, 2)
-
-    def test_hard_labels_of_every_form(self, rng):
-        labels, logits = _case(rng, n=8, k=4)
-        for y in (labels, labels[:, None], np.eye(4)[labels], _np(teacher_targets(labels, logits))):
-            np.testing.assert_array_equal(_np(targets.hard_labels(y, 4, 2)), labels)
 
 
 class TestBadInput:

@@ -1,0 +1,106 @@
+"""Reading the package's `y_true` forms: sparse labels, one-hot/soft targets, teacher targets.
+
+Private helpers shared by the loss, the metrics, the `tf.data` maps and the
+teacher code. The teacher-target layout itself is documented in
+`keras_ils.targets` (`teacher_targets` builds it; `split_teacher_targets` and
+`pack_teacher_targets` here are its only other readers and writers).
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+def one_hot_labels(labels, num_classes):
+    """Range-checked integer `labels` (`[batch]` or `[batch, 1]`) as float32 one-hot rows."""
+    labels = ops.convert_to_tensor(labels)
+    if not keras.backend.is_int_dtype(labels.dtype) and not keras.backend.is_float_dtype(labels.dtype):
+        raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
+    if len(labels.shape) >= 2 and labels.shape[-1] == 1:
+        labels = ops.squeeze(labels, axis=-1)
+    labels = ops.cast(labels, "int32")
+    check_labels_in_range(labels, num_classes)
+    return ops.one_hot(labels, num_classes, dtype="float32")
+
+
+def pack_teacher_targets(one_hot, teacher_logits):
+    """The layout itself, for callers whose labels are already one-hot and range-checked."""
+    return ops.concatenate([ops.cast(one_hot, "float32"), ops.cast(teacher_logits, "float32")], axis=-1)
+
+
+def check_labels_in_range(labels, num_classes) -> list:
+    """Raises when integer `labels` fall outside `[0, num_classes)`; the one label range check.
+
+    Eager values raise `ValueError`. Inside a TensorFlow graph (`model.fit`,
+    a `tf.data` map) the check is a pair of `tf.debugging` assertions carrying
+    the same message; they are returned so that a `tf.data` map can make its
+    output depend on them (`tf.function` runs them anyway). Eager: `[]`.
+    """
+    message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            return [
+                tf.debugging.assert_non_negative(labels, message=message),
+                tf.debugging.assert_less(labels, ops.cast(num_classes, labels.dtype), message=message),
+            ]
+    try:
+        values = ops.convert_to_numpy(labels)
+    except Exception:  # a traced value on another backend: nothing to check
+        return []
+    if values.size and (values.min() < 0 or values.max() >= num_classes):
+        bad = values[(values < 0) | (values >= num_classes)]
+        raise ValueError(f"{message} Received: labels containing {bad.ravel()[:5].tolist()}")
+    return []
+
+
+def y_true_kind(y_true, num_classes, y_pred_rank=None):
+    """Which of the three accepted `y_true` forms this is: "sparse", "dense" or "teacher".
+
+    Decided from static shapes: `[batch]`/`[batch, 1]` sparse labels,
+    `[batch, K]` one-hot or soft targets, `[batch, 2K]` the teacher layout.
+    """
+    if num_classes is None or num_classes < 2:
+        raise ValueError(
+            f"The model's output must have a known number of classes K >= 2 in its last axis. Received K={num_classes}"
+        )
+    rank = len(y_true.shape)
+    if y_pred_rank is not None and rank == y_pred_rank - 1:
+        return "sparse"
+    last = y_true.shape[-1] if rank else None
+    if rank == 0 or last == 1:
+        return "sparse"
+    if last == num_classes:
+        return "dense"
+    if last == 2 * num_classes:
+        return "teacher"
+    raise ValueError(
+        f"Cannot read `y_true` of shape {tuple(y_true.shape)} for a {num_classes}-class "
+        f"output. Expected sparse labels [batch] or [batch, 1], one-hot/soft targets "
+        f"[batch, {num_classes}], or teacher targets [batch, {2 * num_classes}] built by "
+        "`keras_ils.teacher_targets` (a teacher with another class count gives this error too)."
+    )
+
+
+def split_teacher_targets(y_true, num_classes):
+    """The one reader of the teacher layout: `(one_hot [..., K], teacher_logits [..., K])`."""
+    return y_true[..., :num_classes], y_true[..., num_classes:]
+
+
+def hard_labels(y_true, num_classes, y_pred_rank=None):
+    """Integer true classes from any accepted `y_true` form (soft targets: their argmax)."""
+    y_true = ops.convert_to_tensor(y_true)
+    kind = y_true_kind(y_true, num_classes, y_pred_rank)
+    if kind == "sparse":
+        labels = y_true
+        if len(labels.shape) and labels.shape[-1] == 1 and (y_pred_rank is None or len(labels.shape) == y_pred_rank):
+            labels = ops.squeeze(labels, axis=-1)
+        labels = ops.cast(labels, "int32")
+        check_labels_in_range(labels, num_classes)
+        return labels
+    if kind == "teacher":  # exact one-hot: an integer argmax (a float one adds -0.0 handling to every step)
+        one_hot, _ = split_teacher_targets(y_true, num_classes)
+        return ops.cast(ops.argmax(ops.cast(one_hot > 0.5, "int32"), axis=-1), "int32")
+    return ops.cast(ops.argmax(y_true, axis=-1), "int32")

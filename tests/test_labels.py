@@ -1,0 +1,45 @@
+"""The private readers of the package's y_true forms (keras_ils._labels)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from keras_ils import _labels, teacher_targets
+
+
+def _np(x):
+    return ops.convert_to_numpy(x)
+
+
+class TestForms:
+    def test_forms_are_told_apart(self):
+        k = 3
+        assert _labels.y_true_kind(ops.zeros((4,)), k, 2) == "sparse"
+        assert _labels.y_true_kind(ops.zeros((4, 1)), k, 2) == "sparse"
+        assert _labels.y_true_kind(ops.zeros((4, 3)), k, 2) == "dense"
+        assert _labels.y_true_kind(ops.zeros((4, 6)), k, 2) == "teacher"
+        with pytest.raises(ValueError, match="Cannot read `y_true`"):
+            _labels.y_true_kind(ops.zeros((4, 5)), k, 2)
+
+    def test_hard_labels_of_every_form(self, rng):
+        labels, logits = (rng.integers(0, 4, 8), rng.normal(size=(8, 4)))
+        for y in (labels, labels[:, None], np.eye(4)[labels], _np(teacher_targets(labels, logits))):
+            np.testing.assert_array_equal(_np(_labels.hard_labels(y, 4, 2)), labels)
+
+
+class TestLabelRange:
+    def test_eager_out_of_range_raises_value_error(self):
+        with pytest.raises(ValueError, match=r"Expected class indices in \[0, 3\)"):
+            _labels.check_labels_in_range(np.array([0, 3]), 3)
+        assert _labels.check_labels_in_range(np.array([0, 2]), 3) == []
+
+    def test_graph_check_is_an_assertion_that_fires(self):
+        @tf.function
+        def check(labels):
+            with tf.control_dependencies(_labels.check_labels_in_range(labels, 3)):
+                return tf.identity(labels)
+
+        np.testing.assert_array_equal(check(tf.constant([0, 2])).numpy(), [0, 2])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Expected class indices"):
+            check(tf.constant([-1, 2]))
