@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from keras_ils import metrics as _metrics
+from keras_ils import evaluation
 from keras_ils._files import atomic_write
 
 
 def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15, title: str | None = None) -> str:
     """Writes a reliability diagram (top-label accuracy vs confidence per bin) and a confidence histogram.
 
-    The bins are the paper's (`keras_ils.metrics.bin_index`); the title
-    carries the ECE. The PNG is written atomically.
+    The bars are `keras_ils.evaluation.top_label_bins` (the paper's bins);
+    the title carries the ECE of `keras_ils.evaluation.scores`. The PNG is
+    written atomically.
 
     Args:
         probabilities: `[n, K]` predicted probabilities.
@@ -39,13 +40,10 @@ def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15,
 
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels)
-    confidence = probabilities.max(axis=1)
-    correct = probabilities.argmax(axis=1) == labels
-    bins = np.asarray(_metrics.bin_index(confidence.astype(np.float32), num_bins))
-    counts = np.bincount(bins, minlength=num_bins)
-    accuracy = np.bincount(bins, weights=correct, minlength=num_bins) / np.maximum(counts, 1)
-    mean_confidence = np.bincount(bins, weights=confidence, minlength=num_bins) / np.maximum(counts, 1)
-    ece = float(np.sum(counts * np.abs(accuracy - mean_confidence)) / max(len(labels), 1))
+    counts, correct_sums, confidence_sums = evaluation.top_label_bins(probabilities, labels, num_bins)
+    accuracy = correct_sums / np.maximum(counts, 1)
+    mean_confidence = confidence_sums / np.maximum(counts, 1)
+    ece = evaluation.scores(probabilities, labels, from_logits=False, num_bins=num_bins)["ece"]
     edges = np.linspace(0, 1, num_bins + 1)
     centres, width = (edges[:-1] + edges[1:]) / 2, 1.0 / num_bins
     nonempty = counts > 0
