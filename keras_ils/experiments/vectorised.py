@@ -264,6 +264,212 @@ def _pairs(flat):
     return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
+def _checked_arguments(x, targets, x_val, y_val, seeds, *, batch_size, epochs, patience, pool_size, jit_compile):
+    """`train_mlps`' arrays as float32 / int32 / int64 and `jit_compile` resolved, once every argument is checked."""
+    x, x_val = np.asarray(x, np.float32), np.asarray(x_val, np.float32)
+    targets, y_val = np.asarray(targets, np.float32), np.asarray(y_val, np.int32)
+    seeds = np.asarray(seeds, np.int64)
+    if x.ndim != 3 or targets.ndim != 3 or x_val.ndim != 3 or y_val.ndim != 2:
+        raise ValueError(
+            "Expected x [M, n, d], targets [M, n, K], x_val [M, n_val, d], y_val [M, n_val]. Received shapes: "
+            f"{x.shape}, {targets.shape}, {x_val.shape}, {y_val.shape}"
+        )
+    num_models, n_train = x.shape[:2]
+    if targets.shape[:2] != (num_models, n_train) or len(x_val) != num_models or y_val.shape != x_val.shape[:2]:
+        raise ValueError("x, targets, x_val and y_val must agree in models and examples.")
+    if seeds.shape != (num_models,):
+        raise ValueError(f"Argument `seeds` must hold one integer per model ({num_models}). Received: {seeds.shape}")
+    for name, value in (("batch_size", batch_size), ("epochs", epochs), ("pool_size", pool_size)):
+        integer_at_least(name, value, 1)
+    integer_at_least("patience", patience, 0)
+    if jit_compile == "auto":
+        jit_compile = whole_epoch_xla()
+    elif not isinstance(jit_compile, bool):
+        raise ValueError(
+            f"Invalid value for argument `jit_compile`. Expected True, False or 'auto'. Received: {jit_compile!r}"
+        )
+    return x, targets, x_val, y_val, seeds, jit_compile
+
+
+class _TrainedEpoch(NamedTuple):
+    """What `_SlotPool.run_epoch` reports about the slots that held a model, one entry per slot."""
+
+    slots: np.ndarray
+    models: np.ndarray
+    epoch: np.ndarray  # the epoch just trained (0-based)
+    wait: np.ndarray  # epochs since the best validation loss
+    val_loss: np.ndarray
+
+
+class _SlotPool:
+    """The models that train side by side: each slot's TensorFlow state, and which model each slot holds.
+
+    `slot_model[s]` is the model in slot `s` (`-1`: none) and `slot_epoch[s]`
+    the epochs it has trained. Models wait in a queue and enter in order,
+    model 0 first: `fill` moves waiting models into empty slots (fresh Adam
+    state, initial weights); `finish` hands back finished models' best weights
+    and frees their slots; once the queue is empty and at most half the slots
+    hold a model, `shrink` cuts the pool to the next power of two (the busy
+    slots first, in their order), so few graph shapes are ever compiled.
+    Slots without a model keep computing; their results are never read.
+    """
+
+    def __init__(self, x, targets, x_val, y_val, seeds, flat_init, size):
+        self.data = dict(x=x, targets=targets, x_val=x_val, y_val=y_val)
+        self.seeds, self.flat_init = seeds, flat_init
+        self.num_models = len(seeds)
+        self.queue = list(range(self.num_models))[::-1]  # pop() from the end takes model 0 first
+        self.slot_model = np.full(size, -1, np.int64)
+        self.slot_epoch = np.zeros(size, np.int64)
+        self._orders = {}
+
+        def stacked():
+            return [tf.zeros((size,) + w.shape[1:]) for w in flat_init]
+
+        self.state = dict(
+            params=stacked(),
+            moments=stacked(),
+            velocities=stacked(),
+            best=stacked(),
+            steps=tf.zeros((size,)),
+            best_loss=tf.fill((size,), np.float32(np.inf)),
+            wait=tf.zeros((size,), tf.int32),
+            x=tf.zeros((size,) + x.shape[1:]),
+            targets=tf.zeros((size,) + targets.shape[1:]),
+            x_val=tf.zeros((size,) + x_val.shape[1:]),
+            y_val=tf.zeros((size,) + y_val.shape[1:], tf.int32),
+        )
+
+    @property
+    def active(self) -> np.ndarray:
+        """`[slots]` whether each slot holds a model."""
+        return self.slot_model >= 0
+
+    def fill(self) -> None:
+        """Moves the next waiting models (model 0 first) into the empty slots, lowest slot first."""
+        empty = np.flatnonzero(self.slot_model < 0)
+        if not (len(empty) and self.queue):
+            return
+        slots = empty[: len(self.queue)]
+        models = np.array([self.queue.pop() for _ in slots], np.int64)
+        self.slot_model[slots], self.slot_epoch[slots] = models, 0
+        inits = [w[models] for w in self.flat_init]
+        self._scatter("params", slots, inits)
+        self._scatter("best", slots, inits)
+        self._scatter("moments", slots, [np.zeros_like(w) for w in inits])
+        self._scatter("velocities", slots, [np.zeros_like(w) for w in inits])
+        self._scatter("steps", slots, np.zeros(len(slots), np.float32))
+        self._scatter("best_loss", slots, np.full(len(slots), np.inf, np.float32))
+        self._scatter("wait", slots, np.zeros(len(slots), np.int32))
+        for name, values in self.data.items():
+            self._scatter(name, slots, values[models])
+
+    def _scatter(self, name, slots, values):
+        index = tf.constant(slots[:, None], tf.int32)
+        if isinstance(self.state[name], list):
+            self.state[name] = [
+                tf.tensor_scatter_nd_update(s, index, v) for s, v in zip(self.state[name], values, strict=True)
+            ]
+        else:
+            self.state[name] = tf.tensor_scatter_nd_update(self.state[name], index, values)
+
+    def shrink(self) -> None:
+        """With no model waiting and at most half the slots busy: the next power of two of slots, busy ones first."""
+        active = self.active
+        busy = int(active.sum())
+        if self.queue or not 0 < busy <= len(active) // 2:
+            return
+        new_size = 1 << int(np.ceil(np.log2(busy)))
+        keep = np.concatenate([np.flatnonzero(active), np.flatnonzero(~active)])[:new_size]
+        index = tf.constant(keep, tf.int32)
+        for name, value in self.state.items():
+            self.state[name] = (
+                [tf.gather(v, index) for v in value] if isinstance(value, list) else tf.gather(value, index)
+            )
+        self.slot_model, self.slot_epoch = self.slot_model[keep], self.slot_epoch[keep]
+
+    def run_epoch(self, epoch_fn) -> _TrainedEpoch:
+        """Trains every slot one epoch with `epoch_fn` (`_epoch_function`) and counts it for the busy slots."""
+        active = self.active
+        slots = np.flatnonzero(active)
+        state = self.state
+        params, moments, velocities, steps, best, best_loss, wait, val_loss = epoch_fn(
+            state["params"],
+            state["moments"],
+            state["velocities"],
+            state["steps"],
+            state["best"],
+            state["best_loss"],
+            state["wait"],
+            tf.constant(active),
+            state["x"],
+            state["targets"],
+            state["x_val"],
+            state["y_val"],
+            tf.constant(self._batch_orders(slots)),
+        )
+        state.update(
+            params=list(params),
+            moments=list(moments),
+            velocities=list(velocities),
+            steps=steps,
+            best=list(best),
+            best_loss=best_loss,
+            wait=wait,
+        )
+        epoch = self.slot_epoch[slots]
+        self.slot_epoch[slots] += 1
+        return _TrainedEpoch(slots, self.slot_model[slots], epoch, wait.numpy()[slots], val_loss.numpy()[slots])
+
+    def _batch_orders(self, slots) -> np.ndarray:
+        """`[slots, n]` each busy slot's `epoch_order` for its model's seed and epoch (zeros elsewhere)."""
+        n_train = self.data["x"].shape[1]
+        order = np.zeros((len(self.slot_model), n_train), np.int32)
+        for slot in slots:
+            key = (self.seeds[self.slot_model[slot]], self.slot_epoch[slot])
+            if key not in self._orders:
+                self._orders[key] = epoch_order(key[0], key[1], n_train)
+            order[slot] = self._orders[key]
+        if len(self._orders) > 100_000:
+            self._orders.clear()
+        return order
+
+    def finish(self, slots) -> tuple[list, np.ndarray]:
+        """Frees `slots`; returns their best weights (one numpy array per stacked weight) and best validation losses."""
+        index = tf.constant(slots, tf.int32)
+        best = [tf.gather(w, index).numpy() for w in self.state["best"]]
+        best_loss = self.state["best_loss"].numpy()[slots]
+        self.slot_model[slots] = -1
+        return best, best_loss
+
+
+def _train(pool: _SlotPool, epoch_fn, *, epochs: int, patience: int, history: bool) -> TrainedMLPs:
+    """The epoch loop: fill, shrink, train an epoch, stop models as `EarlyStopping` would, until no model is left."""
+    weights = [np.empty_like(w) for w in pool.flat_init]
+    best_val_loss = np.full(pool.num_models, np.inf, np.float32)
+    best_epoch = np.zeros(pool.num_models, np.int64)
+    epochs_run = np.zeros(pool.num_models, np.int64)
+    losses = np.full((pool.num_models, epochs), np.nan, np.float32) if history else None
+    while True:
+        pool.fill()
+        if not pool.active.any():
+            break
+        pool.shrink()
+        trained = pool.run_epoch(epoch_fn)
+        if history:
+            losses[trained.models, trained.epoch] = trained.val_loss
+        # as EarlyStopping: `patience` epochs without improvement (patience=0: the first one), or the last epoch
+        stop = (trained.wait >= max(patience, 1)) | (trained.epoch + 1 >= epochs)
+        if stop.any():
+            models = trained.models[stop]
+            best, best_val_loss[models] = pool.finish(trained.slots[stop])
+            for out, value in zip(weights, best, strict=True):
+                out[models] = value
+            epochs_run[models] = trained.epoch[stop] + 1
+            best_epoch[models] = trained.epoch[stop] - trained.wait[stop]
+    return TrainedMLPs(_pairs(weights), best_val_loss, best_epoch, epochs_run, losses)
+
+
 def train_mlps(
     x,
     targets,
@@ -320,154 +526,24 @@ def train_mlps(
     >>> bool(np.all(result.best_val_loss < 0.5)), result.weights[-1][0].shape
     (True, (2, 8, 2))
     """
-    x, x_val = np.asarray(x, np.float32), np.asarray(x_val, np.float32)
-    targets, y_val = np.asarray(targets, np.float32), np.asarray(y_val, np.int32)
-    seeds = np.asarray(seeds, np.int64)
-    if x.ndim != 3 or targets.ndim != 3 or x_val.ndim != 3 or y_val.ndim != 2:
-        raise ValueError(
-            "Expected x [M, n, d], targets [M, n, K], x_val [M, n_val, d], y_val [M, n_val]. Received shapes: "
-            f"{x.shape}, {targets.shape}, {x_val.shape}, {y_val.shape}"
-        )
-    num_models, n_train, input_dim = x.shape
-    num_classes = targets.shape[-1]
-    if targets.shape[:2] != (num_models, n_train) or len(x_val) != num_models or y_val.shape != x_val.shape[:2]:
-        raise ValueError("x, targets, x_val and y_val must agree in models and examples.")
-    if seeds.shape != (num_models,):
-        raise ValueError(f"Argument `seeds` must hold one integer per model ({num_models}). Received: {seeds.shape}")
-    for name, value in (("batch_size", batch_size), ("epochs", epochs), ("pool_size", pool_size)):
-        integer_at_least(name, value, 1)
-    integer_at_least("patience", patience, 0)
-    if jit_compile == "auto":
-        jit_compile = whole_epoch_xla()
-    elif not isinstance(jit_compile, bool):
-        raise ValueError(
-            f"Invalid value for argument `jit_compile`. Expected True, False or 'auto'. Received: {jit_compile!r}"
-        )
-    if weights is None:
-        weights = initial_weights(seeds, input_dim, num_classes, hidden_layers, units)
-    flat_init = [np.asarray(w, np.float32) for pair in weights for w in pair]
-    epoch_fn = _epoch_function(n_train, batch_size, learning_rate, jit_compile)
-
-    out_flat = [np.empty_like(w) for w in flat_init]
-    best_val_loss = np.full(num_models, np.inf, np.float32)
-    best_epoch = np.zeros(num_models, np.int64)
-    epochs_run = np.zeros(num_models, np.int64)
-    losses = np.full((num_models, epochs), np.nan, np.float32) if history else None
-
-    size = min(pool_size, num_models)
-    slot_model = np.full(size, -1, np.int64)
-    slot_epoch = np.zeros(size, np.int64)
-    queue = list(range(num_models))[::-1]  # pop() from the end takes model 0 first
-
-    def zeros(shape, dtype=tf.float32):
-        return tf.zeros(shape, dtype)
-
-    state = dict(
-        params=[zeros((size,) + w.shape[1:]) for w in flat_init],
-        moments=[zeros((size,) + w.shape[1:]) for w in flat_init],
-        velocities=[zeros((size,) + w.shape[1:]) for w in flat_init],
-        best=[zeros((size,) + w.shape[1:]) for w in flat_init],
-        steps=zeros((size,)),
-        best_loss=tf.fill((size,), np.float32(np.inf)),
-        wait=zeros((size,), tf.int32),
-        x=zeros((size, n_train, input_dim)),
-        targets=zeros((size, n_train, num_classes)),
-        x_val=zeros((size,) + x_val.shape[1:]),
-        y_val=zeros((size,) + y_val.shape[1:], tf.int32),
+    x, targets, x_val, y_val, seeds, jit_compile = _checked_arguments(
+        x,
+        targets,
+        x_val,
+        y_val,
+        seeds,
+        batch_size=batch_size,
+        epochs=epochs,
+        patience=patience,
+        pool_size=pool_size,
+        jit_compile=jit_compile,
     )
-
-    def scatter(name, slots, values):
-        index = tf.constant(slots[:, None], tf.int32)
-        if isinstance(state[name], list):
-            state[name] = [tf.tensor_scatter_nd_update(s, index, v) for s, v in zip(state[name], values, strict=True)]
-        else:
-            state[name] = tf.tensor_scatter_nd_update(state[name], index, values)
-
-    def fill(slots):
-        models = np.array([queue.pop() for _ in slots], np.int64)
-        slot_model[slots], slot_epoch[slots] = models, 0
-        inits = [w[models] for w in flat_init]
-        scatter("params", slots, inits)
-        scatter("best", slots, inits)
-        scatter("moments", slots, [np.zeros_like(w) for w in inits])
-        scatter("velocities", slots, [np.zeros_like(w) for w in inits])
-        scatter("steps", slots, np.zeros(len(slots), np.float32))
-        scatter("best_loss", slots, np.full(len(slots), np.inf, np.float32))
-        scatter("wait", slots, np.zeros(len(slots), np.int32))
-        scatter("x", slots, x[models])
-        scatter("targets", slots, targets[models])
-        scatter("x_val", slots, x_val[models])
-        scatter("y_val", slots, y_val[models])
-
-    def shrink(keep):
-        nonlocal slot_model, slot_epoch
-        index = tf.constant(keep, tf.int32)
-        for name, value in state.items():
-            state[name] = [tf.gather(v, index) for v in value] if isinstance(value, list) else tf.gather(value, index)
-        slot_model, slot_epoch = slot_model[keep], slot_epoch[keep]
-
-    order_cache = {}
-    while True:
-        empty = np.flatnonzero(slot_model < 0)
-        if len(empty) and queue:
-            fill(empty[: len(queue)])
-        active = slot_model >= 0
-        if not active.any():
-            break
-        if not queue and active.sum() <= len(slot_model) // 2:
-            new_size = 1 << int(np.ceil(np.log2(active.sum())))
-            keep = np.concatenate([np.flatnonzero(active), np.flatnonzero(~active)])[:new_size]
-            shrink(keep)
-            active = slot_model >= 0
-        order = np.zeros((len(slot_model), n_train), np.int32)
-        for slot in np.flatnonzero(active):
-            key = (seeds[slot_model[slot]], slot_epoch[slot])
-            if key not in order_cache:
-                order_cache[key] = epoch_order(key[0], key[1], n_train)
-            order[slot] = order_cache[key]
-        if len(order_cache) > 100_000:
-            order_cache.clear()
-        params, moments, velocities, steps, best, best_loss, wait, val_loss = epoch_fn(
-            state["params"],
-            state["moments"],
-            state["velocities"],
-            state["steps"],
-            state["best"],
-            state["best_loss"],
-            state["wait"],
-            tf.constant(active),
-            state["x"],
-            state["targets"],
-            state["x_val"],
-            state["y_val"],
-            tf.constant(order),
-        )
-        state.update(
-            params=list(params),
-            moments=list(moments),
-            velocities=list(velocities),
-            steps=steps,
-            best=list(best),
-            best_loss=best_loss,
-            wait=wait,
-        )
-        wait_np, val_np = wait.numpy(), val_loss.numpy()
-        slots = np.flatnonzero(active)
-        if history:
-            losses[slot_model[slots], slot_epoch[slots]] = val_np[slots]
-        slot_epoch[slots] += 1
-        done = slots[(wait_np[slots] >= max(patience, 1)) | (slot_epoch[slots] >= epochs)]  # as EarlyStopping
-        if len(done):
-            models = slot_model[done]
-            index = tf.constant(done, tf.int32)
-            for out, value in zip(out_flat, state["best"], strict=True):
-                out[models] = tf.gather(value, index).numpy()
-            best_val_loss[models] = best_loss.numpy()[done]
-            epochs_run[models] = slot_epoch[done]
-            best_epoch[models] = slot_epoch[done] - 1 - wait_np[done]
-            slot_model[done] = -1
-    weights_out = [(out_flat[i], out_flat[i + 1]) for i in range(0, len(out_flat), 2)]
-    return TrainedMLPs(weights_out, best_val_loss, best_epoch, epochs_run, losses)
+    if weights is None:
+        weights = initial_weights(seeds, x.shape[-1], targets.shape[-1], hidden_layers, units)
+    flat_init = [np.asarray(w, np.float32) for pair in weights for w in pair]
+    epoch_fn = _epoch_function(x.shape[1], batch_size, learning_rate, jit_compile)
+    pool = _SlotPool(x, targets, x_val, y_val, seeds, flat_init, min(pool_size, len(x)))
+    return _train(pool, epoch_fn, epochs=epochs, patience=patience, history=history)
 
 
 __all__ = [

@@ -165,6 +165,94 @@ def test_early_stopped_validation_loss_agrees_with_the_keras_recipe_within_seed_
     assert abs(difference.mean()) < 3 * noise + 0.01, (ours, theirs)
 
 
+def _pool(num_models, size, n=4):
+    """A `_SlotPool` whose model `m` has every feature equal to `m`, so its data shows which model a slot holds."""
+    seeds = np.arange(num_models, dtype=np.int64)
+    x = np.broadcast_to(np.arange(num_models, dtype=np.float32)[:, None, None], (num_models, n, 2)).copy()
+    targets = np.full((num_models, n, 3), 1 / 3, np.float32)
+    y_val = np.zeros((num_models, n), np.int32)
+    flat = [w for pair in vectorised.initial_weights(seeds, 2, 3, hidden_layers=1, units=4) for w in pair]
+    return vectorised._SlotPool(x, targets, x.copy(), y_val, seeds, flat, size)
+
+
+def _slot_features(pool):
+    return pool.state["x"].numpy()[:, 0, 0].tolist()
+
+
+class TestSlotPool:
+    """`train_mlps` pool: models enter in order, freed slots refill, the pool shrinks by powers of two."""
+
+    def test_fill_takes_model_0_first_and_refills_freed_slots(self):
+        pool = _pool(num_models=6, size=4)
+        pool.fill()
+        assert pool.slot_model.tolist() == [0, 1, 2, 3] and pool.queue == [5, 4]
+        assert _slot_features(pool) == [0, 1, 2, 3]
+        pool.slot_epoch[:] = 7
+        pool.finish(np.array([1, 3]))
+        assert pool.slot_model.tolist() == [0, -1, 2, -1]
+        pool.fill()
+        assert pool.slot_model.tolist() == [0, 4, 2, 5] and pool.queue == []
+        assert pool.slot_epoch.tolist() == [7, 0, 7, 0]  # refilled slots start at epoch 0
+        assert _slot_features(pool) == [0, 4, 2, 5]
+        np.testing.assert_array_equal(pool.state["params"][0].numpy()[1], pool.flat_init[0][4])  # initial weights
+        assert pool.state["steps"].numpy()[1] == 0 and pool.state["best_loss"].numpy()[1] == np.inf
+
+    def test_shrinks_to_the_next_power_of_two_busy_slots_first_once_the_queue_is_empty(self):
+        pool = _pool(num_models=9, size=8)
+        pool.fill()
+        pool.finish(np.array([0, 2, 3, 5, 6]))  # 3 busy of 8, but model 8 still waits: no shrink
+        pool.shrink()
+        assert len(pool.slot_model) == 8
+        pool.fill()  # model 8 takes slot 0; 4 busy of 8: at most half
+        pool.shrink()
+        assert pool.slot_model.tolist() == [8, 1, 4, 7]
+        assert _slot_features(pool) == [8, 1, 4, 7]
+        assert all(w.shape[0] == 4 for w in pool.state["params"] + pool.state["best"])
+        pool.finish(np.array([0, 3]))  # 2 busy of 4: half, the next power of two is 2
+        pool.shrink()
+        assert pool.slot_model.tolist() == [1, 4] and _slot_features(pool) == [1, 4]
+        pool.finish(np.array([0]))  # 1 busy of 2: a single slot
+        pool.shrink()
+        assert pool.slot_model.tolist() == [4]
+        pool.shrink()  # 1 busy of 1: more than half, nothing to do
+        assert pool.slot_model.tolist() == [4]
+
+    def test_shrink_keeps_idle_slots_when_busy_count_is_not_a_power_of_two(self):
+        pool = _pool(num_models=8, size=8)
+        pool.fill()
+        pool.finish(np.array([0, 2, 4, 5, 7]))  # 3 busy of 8: the next power of two is 4
+        pool.shrink()
+        assert pool.slot_model.tolist() == [1, 3, 6, -1]
+
+    def test_finish_returns_the_best_weights_and_losses_and_frees_the_slots(self):
+        pool = _pool(num_models=3, size=3)
+        pool.fill()
+        best, best_loss = pool.finish(np.array([2, 0]))
+        np.testing.assert_array_equal(best[0], pool.flat_init[0][[2, 0]])  # not trained: the initial weights
+        assert best_loss.tolist() == [np.inf, np.inf]
+        assert pool.slot_model.tolist() == [-1, 1, -1]
+
+
+def test_each_model_trains_the_same_whatever_the_pool_size():
+    """Refills and shrinks move models between slots; a model's training does not depend on its neighbours."""
+    train, val = _replicate(7)
+    models_ = 5
+    x, x_val, y_val = (np.stack([a] * models_) for a in (train.x, val.x, val.y))
+    targets = np.stack([np.eye(3)[train.y] * (1 - e) + e / 3 for e in np.linspace(0, 0.4, models_)])
+    kwargs = dict(seeds=range(models_), epochs=25, patience=2, hidden_layers=1, units=8, history=True)
+    alone = [
+        vectorised.train_mlps(x[[m]], targets[[m]], x_val[[m]], y_val[[m]], **{**kwargs, "seeds": [m]})
+        for m in range(models_)
+    ]
+    for pool_size in (2, 4, 8):
+        result = vectorised.train_mlps(x, targets, x_val, y_val, pool_size=pool_size, **kwargs)
+        for m, single in enumerate(alone):
+            assert result.epochs[m] == single.epochs[0] and result.best_epoch[m] == single.best_epoch[0]
+            np.testing.assert_allclose(result.val_history[m], single.val_history[0], rtol=1e-6, atol=1e-7)
+            for ours, theirs in zip(result.weights, single.weights, strict=True):
+                np.testing.assert_allclose(ours[0][m], theirs[0][0], rtol=1e-5, atol=1e-7)
+
+
 class TestInitialWeights:
     def test_glorot_uniform_statistics_and_zero_biases(self):
         weights = vectorised.initial_weights(range(200), 2, 3)
