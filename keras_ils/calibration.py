@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+import warnings
+from typing import NamedTuple
+
 import keras
 import numpy as np
 from keras import ops
 
 from keras_ils import _labels
-from keras_ils._checks import positive
+from keras_ils._checks import invalid, positive
 from keras_ils.data import predict_with_labels
 
 
@@ -71,6 +76,38 @@ class TemperatureScaling(keras.layers.Layer):
         return {**super().get_config(), "temperature": self.initial_temperature, "from_logits": self.from_logits}
 
 
+ESTIMATORS = ("map", "mle", "authors")
+SEARCH_BOUNDS = (1e-2, 1e2)
+AUTHORS_BOUNDS = (0.8, 3.0)
+DEFAULT_PRIOR_SCALE = 0.5
+EXTREME_TEMPERATURES = (0.05, 20.0)  # outside this range a fitted T is always reported with a warning
+_GRID_POINTS = 64
+
+
+class TemperatureFit(NamedTuple):
+    """What `estimate_temperature` found, for reports.
+
+    Attributes:
+        temperature: the `T*` to use.
+        status: `"fitted"` (an interior optimum that the data pin down),
+            `"regularised"` (the prior moved the estimate: the validation
+            NLL has no interior optimum, or the set is too small to pin `T`
+            down) or `"at_bound"` (the estimate is an end of the searched range).
+        num_examples: validation examples the fit saw.
+        estimator: `"map"`, `"mle"` or `"authors"`.
+        maximum_likelihood: the unregularised optimum within `SEARCH_BOUNDS`
+            (an end of that range when the NLL has no interior optimum).
+        warning: the warning issued, or `None`.
+    """
+
+    temperature: float
+    status: str
+    num_examples: int
+    estimator: str
+    maximum_likelihood: float
+    warning: str | None
+
+
 def _nll_slopes(inverse_temperatures, logits, true_logits):
     """d/d(beta) of each model's mean NLL(softmax(beta * logits)): `E_p[z] - z_t`, increasing in beta; `[M]`."""
     z = logits * inverse_temperatures[:, None, None]
@@ -80,27 +117,15 @@ def _nll_slopes(inverse_temperatures, logits, true_logits):
     return np.mean((p * logits).sum(-1) - true_logits, axis=-1)
 
 
-def fit_temperatures(logits, labels, *, bounds: tuple = (1e-2, 1e2), iterations: int = 100) -> np.ndarray:
-    """`fit_temperature` for many models at once: `[M, n, K]` logits and `[M, n]` labels -> `[M]` T*.
+def _mean_nll(inverse_temperatures, logits, true_logits):
+    z = logits * inverse_temperatures[:, None, None]
+    top = z.max(axis=-1)
+    log_normaliser = top + np.log(np.exp(z - top[..., None]).sum(axis=-1))
+    return np.mean(log_normaliser - inverse_temperatures[:, None] * true_logits, axis=-1)
 
-    The NLL is convex in `beta = 1 / T`, so the optimum is where its
-    derivative changes sign; bisection on that sign (in log space, float64,
-    `iterations` halvings) finds it to machine precision. Where the NLL keeps
-    falling at an end of `bounds` (e.g. a perfectly separated set), that end is
-    returned.
 
-    Example:
-
-    >>> rng = np.random.default_rng(0)
-    >>> labels = rng.integers(0, 3, (2, 20000))
-    >>> logits = 2.0 * (rng.normal(size=(2, 20000, 3)) + 2.0 * np.eye(3)[labels])
-    >>> np.round(fit_temperatures(logits * np.array([3.0, 0.5])[:, None, None], labels), 1).tolist()
-    [3.0, 0.5]
-    """
-    logits = np.asarray(logits, np.float64)
-    labels = np.asarray(labels, np.int64)
-    true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
-    low, high = bounds
+def _maximum_likelihood(logits, true_logits, low, high, iterations):
+    """The NLL is convex in `beta = 1 / T`: bisection on its derivative's sign, in log space; bounds when none."""
     lo, hi = np.full(len(logits), np.log(1.0 / high)), np.full(len(logits), np.log(1.0 / low))
     at_high = _nll_slopes(np.exp(lo), logits, true_logits) >= 0
     at_low = _nll_slopes(np.exp(hi), logits, true_logits) <= 0
@@ -113,19 +138,209 @@ def fit_temperatures(logits, labels, *, bounds: tuple = (1e-2, 1e2), iterations:
     return np.where(at_high, high, np.where(at_low, low, temperature))
 
 
-def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)) -> float:
-    """The temperature `T*` minimising the NLL of `softmax(logits / T)`.
+def _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iterations):
+    """Minimises `n * mean NLL + (log T)^2 / (2 prior_scale^2)` over `log T` in `[log low, log high]`.
 
-    The NLL is convex in `1 / T`, so the optimum is where its derivative
-    changes sign; bisection on that sign (in log space, float64) finds it to
-    machine precision (`fit_temperatures` does it for many models at once).
-    Where the NLL keeps falling at an end of `bounds` (e.g. a perfectly
-    separated set), that end is returned.
+    A grid of `_GRID_POINTS` values of `u = log(1 / T)` brackets the minimum;
+    bisection on the objective's derivative in `u` refines it to machine
+    precision. An end of the grid that is the minimum is returned as it is.
+    """
+    n = logits.shape[1]
+    grid = np.linspace(np.log(1.0 / high), np.log(1.0 / low), _GRID_POINTS)
+    prior = lambda u: u**2 / (2.0 * prior_scale**2 * n)  # noqa: E731  (per example, like the mean NLL)
+    objective = np.stack([_mean_nll(np.full(len(logits), np.exp(u)), logits, true_logits) + prior(u) for u in grid])
+    best = objective.argmin(axis=0)
+    lo, hi = grid[np.maximum(best - 1, 0)], grid[np.minimum(best + 1, _GRID_POINTS - 1)]
+    for _ in range(iterations):
+        middle = 0.5 * (lo + hi)
+        beta = np.exp(middle)
+        up = beta * _nll_slopes(beta, logits, true_logits) + middle / (prior_scale**2 * n) > 0
+        hi = np.where(up, middle, hi)
+        lo = np.where(up, lo, middle)
+    u = np.where(best == 0, grid[0], np.where(best == _GRID_POINTS - 1, grid[-1], 0.5 * (lo + hi)))
+    return np.exp(-u)
+
+
+def _check_estimator(estimator, prior_scale, bounds):
+    """`(low, high)` of the search after the arguments' checks."""
+    if estimator not in ESTIMATORS:
+        raise invalid("estimator", f"one of {ESTIMATORS}", estimator)
+    positive("prior_scale", prior_scale)
+    if bounds is None:
+        return AUTHORS_BOUNDS if estimator == "authors" else SEARCH_BOUNDS
+    if (
+        not isinstance(bounds, (tuple, list))
+        or len(bounds) != 2
+        or not all(isinstance(b, numbers.Real) and math.isfinite(b) for b in bounds)
+        or not 0 < bounds[0] < bounds[1]
+    ):
+        raise invalid("bounds", "a pair (low, high) with 0 < low < high", bounds)
+    return float(bounds[0]), float(bounds[1])
+
+
+def fit_temperatures(
+    logits,
+    labels,
+    *,
+    estimator: str = "mle",
+    prior_scale: float = DEFAULT_PRIOR_SCALE,
+    bounds: tuple | None = None,
+    iterations: int = 100,
+) -> np.ndarray:
+    """`fit_temperature` for many models at once: `[M, n, K]` logits and `[M, n]` labels -> `[M]` T*.
+
+    Every estimator of `fit_temperature`, vectorised over models (float64);
+    no warnings and no status (use `estimate_temperature` for one model's).
+
+    Example:
+
+    >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 3, (2, 20000))
+    >>> logits = 2.0 * (rng.normal(size=(2, 20000, 3)) + 2.0 * np.eye(3)[labels])
+    >>> np.round(fit_temperatures(logits * np.array([3.0, 0.5])[:, None, None], labels), 1).tolist()
+    [3.0, 0.5]
+    """
+    low, high = _check_estimator(estimator, prior_scale, bounds)
+    logits = np.asarray(logits, np.float64)
+    labels = np.asarray(labels, np.int64)
+    true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    if estimator == "map":
+        return _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iterations)
+    return _maximum_likelihood(logits, true_logits, low, high, iterations)
+
+
+class TemperatureFitWarning(UserWarning):
+    """A temperature fit that did not find a well-determined optimum (see `TemperatureFit.status`)."""
+
+
+def _logits_and_labels(logits, labels):
+    logits = np.asarray(ops.convert_to_numpy(logits), dtype=np.float64)
+    if logits.ndim != 2 or logits.shape[1] < 2 or len(logits) == 0:
+        raise ValueError(f"Argument `logits` must have shape [n >= 1, K >= 2]. Received shape: {logits.shape}")
+    bad = int(np.sum(~np.isfinite(logits)))
+    if bad:
+        raise ValueError(f"Argument `logits` must be finite. Received {bad} NaN or infinite values.")
+    labels = ops.convert_to_numpy(_labels.hard_labels(labels, logits.shape[1], y_pred_rank=2))
+    if len(labels) != len(logits):
+        raise ValueError(f"`logits` and `labels` must have the same length. Received: {len(logits)} and {len(labels)}")
+    return logits, labels
+
+
+def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
+    """`(status, warning or None)` of a fit."""
+    separable = likelihood == SEARCH_BOUNDS[0]
+    falls = f"the validation NLL of these {n} examples keeps falling up to T = {likelihood:g}"
+    if likelihood == SEARCH_BOUNDS[1]:
+        falls += " (the model's logits carry no information about their labels)"
+    if estimator == "map":
+        prior = f"the maximum a posteriori estimate under the prior log T ~ N(0, {prior_scale:g}^2)"
+        if temperature in (low, high):
+            return "at_bound", f"T* = {temperature:g} is the end of the searched range [{low:g}, {high:g}] ({prior})."
+        if likelihood in SEARCH_BOUNDS:
+            return "regularised", (
+                f"Temperature scaling: {falls}{' (the model separates them)' if separable else ''}, so it has no "
+                "optimum; "
+                f"T* = {temperature:.4g} is {prior}."
+            )
+        if abs(math.log(temperature / likelihood)) > math.log(1.1):
+            return "regularised", (
+                f"Temperature scaling: {n} validation examples are too few to pin T down; the maximum-likelihood "
+                f"T = {likelihood:.4g}, and T* = {temperature:.4g} is {prior}."
+            )
+    elif temperature in (low, high):
+        cause = f"{falls} (the model separates them)" if separable else f"the maximum-likelihood T = {likelihood:.4g}"
+        return "at_bound", (
+            f"Temperature scaling: {cause}; T* = {temperature:g} is the end of the searched range "
+            f"[{low:g}, {high:g}], not an optimum. estimator='map' regularises such fits."
+        )
+    if not EXTREME_TEMPERATURES[0] <= temperature <= EXTREME_TEMPERATURES[1]:
+        return "fitted", f"Temperature scaling: T* = {temperature:.4g} ({n} validation examples) is extreme."
+    return "fitted", None
+
+
+def _estimate(logits, labels, estimator, prior_scale, bounds) -> TemperatureFit:
+    low, high = _check_estimator(estimator, prior_scale, bounds)
+    logits, labels = _logits_and_labels(logits, labels)
+    options = dict(estimator=estimator, prior_scale=prior_scale, bounds=bounds)
+    temperature = float(fit_temperatures(logits[None], labels[None], **options)[0])
+    likelihood = float(fit_temperatures(logits[None], labels[None], estimator="mle", bounds=SEARCH_BOUNDS)[0])
+    status, message = _diagnosis(temperature, likelihood, len(labels), estimator, prior_scale, low, high)
+    return TemperatureFit(temperature, status, len(labels), estimator, likelihood, message)
+
+
+def estimate_temperature(
+    logits,
+    labels,
+    *,
+    estimator: str = "map",
+    prior_scale: float = DEFAULT_PRIOR_SCALE,
+    bounds: tuple | None = None,
+) -> TemperatureFit:
+    """`fit_temperature` with its diagnosis: the `T*`, a status, the example count, the unregularised optimum.
+
+    Issues a `TemperatureFitWarning` that names the cause whenever the status
+    is not `"fitted"` or `T*` lies outside `EXTREME_TEMPERATURES`.
+
+    Example:
+
+    >>> separable = np.array([[4.0, 0.0], [0.0, 4.0], [3.0, -1.0]])
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", TemperatureFitWarning)
+    ...     fit = estimate_temperature(separable, [0, 1, 0])
+    >>> fit.status, fit.maximum_likelihood, round(fit.temperature, 3), fit.num_examples
+    ('regularised', 0.01, 0.954, 3)
+    """
+    fit = _estimate(logits, labels, estimator, prior_scale, bounds)
+    if fit.warning:
+        warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=2)
+    return fit
+
+
+def fit_temperature(
+    logits,
+    labels,
+    *,
+    estimator: str = "map",
+    prior_scale: float = DEFAULT_PRIOR_SCALE,
+    bounds: tuple | None = None,
+) -> float:
+    """The temperature `T*` for `softmax(logits / T)`, fitted on validation logits; never extreme in silence.
+
+    Estimators:
+
+    - `"map"` (default): the maximum a posteriori `T` under a weak Gaussian
+      prior on `log T`, centred on `T = 1` with scale `prior_scale`:
+      minimises `sum_i NLL_i(T) + (log T)^2 / (2 prior_scale^2)`. With
+      thousands of validation examples the prior is negligible and this is
+      Guo et al.'s fit; on 10-200 examples, or a validation set the model
+      separates (where the NLL keeps falling towards `T = 0`), it stays
+      finite and near 1 instead of collapsing to a bound.
+    - `"mle"`: the plain minimiser of the validation NLL (Guo et al. 2017)
+      within `bounds` (default `SEARCH_BOUNDS`); an end of the range when
+      the NLL has no interior optimum.
+    - `"authors"`: `"mle"` within `AUTHORS_BOUNDS = (0.8, 3.0)`, the range
+      the paper's public code gives scipy's L-BFGS-B (the NLL is convex in
+      `1 / T`, so that is the bounded optimum), for like-for-like
+      reproduction.
+
+    The NLL is convex in `beta = 1 / T`; the fits are bisections on the sign
+    of its derivative in `log beta` (the MAP objective is bracketed on a grid
+    first), in float64, to machine precision. Whenever the result is not an
+    interior optimum that the data pin down, or is outside
+    `EXTREME_TEMPERATURES`, a `TemperatureFitWarning` says why and what was
+    done; `estimate_temperature` also returns that diagnosis.
 
     Args:
         logits: `[n, K]` uncalibrated logits.
         labels: sparse labels `[n]`, one-hot/soft `[n, K]` or teacher targets.
-        bounds: the range searched for `T`. Defaults to `(0.01, 100)`.
+        estimator: `"map"`, `"mle"` or `"authors"`. Defaults to `"map"`.
+        prior_scale: the standard deviation of the prior on `log T` for
+            `"map"`. Defaults to `0.5` (`T` within `[0.37, 2.7]` at two
+            standard deviations a priori; Guo et al. report fitted `T` of
+            about 1-3 for modern networks).
+        bounds: `(low, high)` searched. Defaults to `SEARCH_BOUNDS`
+            (`AUTHORS_BOUNDS` for `"authors"`).
 
     Returns:
         `T*` as a Python float.
@@ -138,25 +353,34 @@ def fit_temperature(logits, labels, *, bounds: tuple[float, float] = (1e-2, 1e2)
     >>> calibrated_logits = 2.0 * x   # the true log-posteriors, up to a constant
     >>> round(fit_temperature(3.0 * calibrated_logits, labels), 1)   # 3x over-confident
     3.0
+    >>> round(fit_temperature(3.0 * calibrated_logits[:40], labels[:40], estimator="mle"), 2)   # 40 examples
+    2.82
+    >>> round(fit_temperature(3.0 * calibrated_logits[:40], labels[:40]), 2)   # MAP: pulled towards 1
+    2.19
+    >>> fit_temperature(3.0 * calibrated_logits[:40], labels[:40], estimator="authors")   # the authors' range
+    2.8...
 
     References:
-        Guo et al. (2017).
+        Guo et al. (2017), "On Calibration of Modern Neural Networks";
+        Gelman et al. (2013), "Bayesian Data Analysis", ch. 13 (posterior
+        modes as regularised point estimates).
     """
-    logits = np.asarray(ops.convert_to_numpy(logits), dtype=np.float64)
-    if logits.ndim != 2 or logits.shape[1] < 2 or len(logits) == 0:
-        raise ValueError(f"Argument `logits` must have shape [n >= 1, K >= 2]. Received shape: {logits.shape}")
-    if not np.all(np.isfinite(logits)):
-        raise ValueError("Argument `logits` must be finite. Received NaN or infinite values.")
-    low, high = bounds
-    if not 0 < low < high:
-        raise ValueError(f"Invalid value for argument `bounds`. Expected 0 < low < high. Received: bounds={bounds!r}")
-    labels = ops.convert_to_numpy(_labels.hard_labels(labels, logits.shape[1], y_pred_rank=2))
-    if len(labels) != len(logits):
-        raise ValueError(f"`logits` and `labels` must have the same length. Received: {len(logits)} and {len(labels)}")
-    return float(fit_temperatures(logits[None], labels[None], bounds=bounds)[0])
+    fit = _estimate(logits, labels, estimator, prior_scale, bounds)
+    if fit.warning:
+        warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=2)
+    return fit.temperature
 
 
-def calibrate(model: keras.Model, validation_data, *, from_logits: bool = True) -> keras.Model:
+def calibrate(
+    model: keras.Model,
+    validation_data,
+    *,
+    from_logits: bool = True,
+    estimator: str = "map",
+    prior_scale: float = DEFAULT_PRIOR_SCALE,
+    bounds: tuple | None = None,
+    return_fit: bool = False,
+):
     """Fits `T*` on validation data and returns `model` followed by a fixed `TemperatureScaling`.
 
     Args:
@@ -165,10 +389,15 @@ def calibrate(model: keras.Model, validation_data, *, from_logits: bool = True) 
             `(x, y)`; `y` sparse, one-hot or teacher targets.
         from_logits: whether `model` outputs logits (else probabilities).
             Defaults to `True`.
+        estimator, prior_scale, bounds: the temperature fit, as in
+            `fit_temperature`. Defaults to the MAP fit.
+        return_fit: also return the `TemperatureFit` (status, example count,
+            unregularised optimum). Defaults to `False`.
 
     Returns:
         A new model sharing `model`'s layers; its last layer is the
         `TemperatureScaling` holding `T*` (`calibrated.layers[-1].temperature`).
+        With `return_fit=True`, `(calibrated model, TemperatureFit)`.
 
     Example:
 
@@ -181,9 +410,17 @@ def calibrate(model: keras.Model, validation_data, *, from_logits: bool = True) 
     """
     outputs, y = predict_with_labels(model, validation_data)
     logits = outputs if from_logits else np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
-    temperature = fit_temperature(logits, y)
-    scaling = TemperatureScaling(temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
+    fit = _estimate(logits, y, estimator, prior_scale, bounds)
+    if fit.warning:
+        warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=2)
+    scaling = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
     scaling.build(outputs.shape)
+    calibrated = _followed_by(model, scaling)
+    return (calibrated, fit) if return_fit else calibrated
+
+
+def _followed_by(model, scaling):
+    """A new model: `model`, then the `scaling` layer."""
     name = f"{model.name}_calibrated"
     try:
         model_inputs = model.inputs

@@ -1,3 +1,5 @@
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -7,7 +9,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 from keras_ils import ILSLoss, TemperatureScaling, calibrate, fit_temperature, teacher_targets
-from keras_ils.calibration import fit_temperatures
+from keras_ils.calibration import TemperatureFitWarning, estimate_temperature, fit_temperatures
 
 
 def _nll(t, logits, labels):
@@ -20,16 +22,60 @@ def _overconfident(rng, n=3000, k=5, scale=3.0):
     return labels, scale * calibrated
 
 
+def _map_objective(t, logits, labels, prior_scale):
+    """The MAP objective written from its definition: summed NLL plus the Gaussian prior on log T."""
+    return len(labels) * _nll(t, logits, labels) + np.log(t) ** 2 / (2 * prior_scale**2)
+
+
+def _scipy_optimum(objective, args, bounds=(0.01, 100)):
+    """scipy's bounded minimiser, in log T (the objective is smooth there), to 1e-12."""
+    result = minimize_scalar(lambda s: objective(np.exp(s), *args), bounds=np.log(bounds), method="bounded",
+                             options={"xatol": 1e-12})  # fmt: skip
+    return float(np.exp(result.x))
+
+
 class TestFitTemperature:
     @pytest.mark.parametrize("scale", [0.3, 1.0, 3.0, 10.0])
-    def test_matches_scipy_optimum(self, rng, scale):
+    def test_mle_matches_scipy_optimum(self, rng, scale):
         labels, logits = _overconfident(rng, scale=scale)
-        want = minimize_scalar(
-            _nll, bounds=(0.01, 100), args=(logits, labels), method="bounded", options={"xatol": 1e-10}
-        ).x
-        got = fit_temperature(logits, labels)
-        assert abs(got - want) / want < 1e-3
+        want = _scipy_optimum(_nll, (logits, labels))
+        got = fit_temperature(logits, labels, estimator="mle")
+        assert abs(got - want) / want < 1e-5
         assert _nll(got, logits, labels) <= _nll(want, logits, labels) + 1e-9
+
+    @pytest.mark.parametrize(
+        "n, scale, prior_scale", [(20, 3.0, 0.5), (60, 0.3, 0.5), (200, 10.0, 1.0), (3000, 3, 0.5)]
+    )
+    def test_map_matches_scipy_optimum_of_nll_plus_prior(self, rng, n, scale, prior_scale):
+        labels, logits = _overconfident(rng, n=n, scale=scale)
+        want = _scipy_optimum(_map_objective, (logits, labels, prior_scale))
+        got = fit_temperature(logits, labels, prior_scale=prior_scale)
+        assert abs(got - want) / want < 1e-5
+        objective = lambda t: _map_objective(t, logits, labels, prior_scale)  # noqa: E731
+        assert objective(got) <= objective(want) + 1e-9
+
+    def test_map_approaches_mle_with_many_examples_and_shrinks_towards_one_with_few(self, rng):
+        labels, logits = _overconfident(rng, n=20000, scale=3.0)
+        assert fit_temperature(logits, labels) == pytest.approx(
+            fit_temperature(logits, labels, estimator="mle"), rel=2e-3
+        )
+        few_labels, few_logits = labels[:30], logits[:30]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TemperatureFitWarning)
+            t_map, t_mle = (
+                fit_temperature(few_logits, few_labels),
+                fit_temperature(few_logits, few_labels, estimator="mle"),
+            )
+        assert 1.0 < t_map < t_mle
+
+    def test_authors_estimator_is_the_mle_clipped_to_their_range(self, rng):
+        for scale, want in ((10.0, 3.0), (0.3, 0.8)):
+            labels, logits = _overconfident(rng, scale=scale)
+            with pytest.warns(TemperatureFitWarning, match=r"end of the searched range \[0.8, 3\]"):
+                assert fit_temperature(logits, labels, estimator="authors") == want
+        labels, logits = _overconfident(rng, scale=1.5)
+        t = fit_temperature(logits, labels, estimator="authors")
+        assert 0.8 < t < 3.0 and t == pytest.approx(_scipy_optimum(_nll, (logits, labels)), rel=1e-5)
 
     def test_label_forms(self, rng):
         labels, logits = _overconfident(rng, n=500)
@@ -37,16 +83,34 @@ class TestFitTemperature:
         assert fit_temperature(logits, np.eye(5)[labels]) == pytest.approx(t, rel=1e-9)
         assert fit_temperature(logits, teacher_targets(labels, logits)) == pytest.approx(t, rel=1e-9)
 
-    def test_separable_data_hits_the_lower_bound(self):
-        logits = np.array([[5.0, 0.0], [0.0, 5.0]])
-        assert fit_temperature(logits, [0, 1]) == 0.01
+    @pytest.mark.parametrize("n", [4, 12, 60])
+    def test_separable_set_is_regularised_and_said(self, rng, n):
+        labels = rng.integers(0, 3, n)
+        logits = 6.0 * np.eye(3)[labels] + rng.normal(scale=0.5, size=(n, 3))  # every example right by a margin
+        with pytest.warns(TemperatureFitWarning, match=f"these {n} examples keeps falling up to T = 0.01") as caught:
+            fit = estimate_temperature(logits, labels)
+        assert fit.status == "regularised" and fit.maximum_likelihood == 0.01 and fit.num_examples == n
+        assert 0.05 < fit.temperature < 1.0 and str(caught[0].message) == fit.warning
+        assert fit.temperature == pytest.approx(_scipy_optimum(_map_objective, (logits, labels, 0.5)), rel=1e-5)
+
+    def test_separable_set_with_mle_stops_at_the_bound_and_says_so(self):
+        with pytest.warns(TemperatureFitWarning, match="not an optimum"):
+            fit = estimate_temperature(np.array([[5.0, 0.0], [0.0, 5.0]]), [0, 1], estimator="mle")
+        assert (fit.temperature, fit.status) == (0.01, "at_bound")
+
+    def test_well_determined_fit_is_quiet(self, rng):
+        labels, logits = _overconfident(rng, n=3000, scale=2.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", TemperatureFitWarning)
+            fit = estimate_temperature(logits, labels)
+        assert fit.status == "fitted" and fit.warning is None and fit.num_examples == 3000
 
     @pytest.mark.parametrize(
         "logits, labels, match",
         [
             (np.zeros((4,)), [0, 1, 0, 1], "shape"),
             (np.zeros((4, 1)), [0, 0, 0, 0], "shape"),
-            (np.array([[np.nan, 0.0]]), [0], "finite"),
+            (np.array([[np.nan, 0.0], [np.inf, 1.0]]), [0, 1], "2 NaN or infinite"),
             (np.zeros((3, 2)), [0, 1], "same length"),
             (np.zeros((2, 2)), [0, 2], "labels"),
         ],
@@ -55,22 +119,40 @@ class TestFitTemperature:
         with pytest.raises(ValueError, match=match):
             fit_temperature(logits, labels)
 
+    @pytest.mark.parametrize(
+        "kwargs, name",
+        [
+            (dict(estimator="lbfgs"), "estimator"),
+            (dict(prior_scale=0.0), "prior_scale"),
+            (dict(bounds=(3.0, 0.8)), "bounds"),
+            (dict(bounds=(0.0, 1.0)), "bounds"),
+            (dict(bounds=(1.0,)), "bounds"),
+        ],
+    )
+    def test_bad_arguments(self, kwargs, name):
+        with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
+            fit_temperature(np.zeros((2, 2)), [0, 1], **kwargs)
+
 
 class TestFitTemperatures:
-    def test_each_model_matches_its_scipy_optimum(self):
+    @pytest.mark.parametrize("estimator", ["mle", "map"])
+    def test_each_model_matches_its_scipy_optimum(self, estimator):
         rng = np.random.default_rng(1)
         labels = rng.integers(0, 3, (6, 150))
         logits = rng.normal(size=(6, 150, 3)) + 2 * np.eye(3)[labels]
         logits *= np.array([0.2, 0.5, 1.0, 2.0, 5.0, 20.0])[:, None, None]
-        got = fit_temperatures(logits, labels)
+        got = fit_temperatures(logits, labels, estimator=estimator)
         for model, (z, y) in enumerate(zip(logits, labels, strict=True)):
-            want = minimize_scalar(_nll, bounds=(0.01, 100), args=(z, y), method="bounded", options={"xatol": 1e-10}).x
-            assert abs(got[model] - want) / want < 1e-3
-            assert _nll(got[model], z, y) <= _nll(want, z, y) + 1e-9
+            args = (z, y) if estimator == "mle" else (z, y, 0.5)
+            want = _scipy_optimum(_nll if estimator == "mle" else _map_objective, args)
+            assert abs(got[model] - want) / want < 1e-5
 
-    def test_separated_and_reversed_models_stop_at_the_bounds(self):
+    def test_separated_and_reversed_models_stop_at_the_bounds_under_mle(self):
         separated = np.array([[[10.0, -10.0], [-10.0, 10.0]], [[-10.0, 10.0], [10.0, -10.0]]])
-        np.testing.assert_array_equal(fit_temperatures(separated, np.array([[0, 1], [0, 1]])), [0.01, 100.0])
+        labels = np.array([[0, 1], [0, 1]])
+        np.testing.assert_array_equal(fit_temperatures(separated, labels, estimator="mle"), [0.01, 100.0])
+        regularised = fit_temperatures(separated, labels, estimator="map")
+        assert np.all((regularised > 0.01) & (regularised < 100))
 
 
 class TestTemperatureScalingLayer:
