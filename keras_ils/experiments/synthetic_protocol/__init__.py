@@ -1,0 +1,64 @@
+"""The paper's synthetic experiments at full scale: appendix table, dense/sparse LS rows, Fig. 4 curves, win rates.
+
+Protocol (paper §3, §4.1 and appendix A), per replicate `r` (seed `seed + r`;
+train/validation/test seeds as `keras_ils.experiments.datasets.load_synthetic`: `s`,
+`s + 10000`, `s + 20000`; 50/50/5000 points per class):
+
+1. Every model is `keras_ils.experiments.models.mlp` (5 x 64 ReLU) trained by the MLP
+   recipe (Adam 1e-2, batch 32, at most 500 epochs, early stopping with
+   patience 10 on the hard-label validation cross-entropy, best epoch kept),
+   all of them at once by `keras_ils.experiments.vectorised.train_mlps`. By default the
+   models of one replicate share their initial weights and batch order
+   (common random numbers): they differ only in their targets
+   (`shared_seeds=False`: one seed per model).
+2. No LS (one-hot), LS over the appendix grid of `epsilon`, and LS-0.2.
+3. The No LS model is the teacher: `T*` fitted on validation, its calibrated
+   logits on the training set give every ILS target through
+   `keras_ils.targets.ils_targets` (the package's one implementation), once.
+4. ILS1 (`P1 x P2`), ILS2 (`epsilon x T`) and ILS (`P1 x P2 x T`) over the
+   appendix grids (`keras_ils.tuning.GRIDS["synthetic"]`). The grid's `T` is
+   the package's `temperature` on the calibrated teacher (see
+   `keras_ils.targets`: the paper divides raw logits, so our `T = 1` is its
+   `T = T*`).
+5. Every model also gets its own temperature (`keras_ils.calibration.fit_temperatures`
+   on validation). Rows without TempS select by the raw validation
+   cross-entropy, rows with TempS by the cross-entropy after scaling, both
+   against hard labels; so the chosen hyperparameters may differ.
+6. Table 1's extra rows: LS with `epsilon` selected on the dense-only or the
+   sparse-only part of the validation set.
+
+Test metrics are the package's (`keras_ils.evaluation.scores`, through `scoring.scores`): `cwece` is
+Eq. 2 of the paper (Kull et al.'s classwise-ECE); `class_conditional_ece` is
+the authors' code's quantity that the paper's cwECE column actually prints
+(see `keras_ils.metrics.ClassConditionalECE`).
+
+| module       | what it holds                                                                   |
+|--------------|---------------------------------------------------------------------------------|
+| `run`        | the grids and `run_replicates`: datasets, the two training stages               |
+| `paper`      | the paper's numbers as data: `ROWS`, `PAPER`, `CLAIMS`                          |
+| `scoring`    | one replicate: each row's model chosen on validation, test scores, Fig. 4 sums  |
+| `statistics` | `summarise`: means per row, win rates with `sign_test`, `best_smoothing_curves` |
+| `report`     | `markdown` and `write_outputs` (the JSON, the markdown, the figures)            |
+| `figures`    | Fig. 4 as PNGs                                                                  |
+"""
+
+from keras_ils.experiments.synthetic_protocol.paper import CLAIMS, PAPER, ROWS
+from keras_ils.experiments.synthetic_protocol.report import markdown, write_outputs
+from keras_ils.experiments.synthetic_protocol.run import grids, model_configs, run_replicates
+from keras_ils.experiments.synthetic_protocol.scoring import METRICS
+from keras_ils.experiments.synthetic_protocol.statistics import best_smoothing_curves, sign_test, summarise
+
+__all__ = [
+    "CLAIMS",
+    "METRICS",
+    "PAPER",
+    "ROWS",
+    "best_smoothing_curves",
+    "grids",
+    "markdown",
+    "model_configs",
+    "run_replicates",
+    "sign_test",
+    "summarise",
+    "write_outputs",
+]

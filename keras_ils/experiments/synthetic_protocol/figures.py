@@ -1,0 +1,51 @@
+"""Fig. 4 as PNGs: the best LS smoothing factor per bin of the teacher's `p_t`, and the tuned ILS1 curves over it."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from keras_ils._files import atomic_write
+from keras_ils.experiments.synthetic_protocol.paper import PAPER_ILS1_CURVE
+from keras_ils.experiments.synthetic_protocol.scoring import CURVE_RANGE
+from keras_ils.targets import smoothing_factor
+
+
+def plot_curves(summary: dict, path: str, teacher: str) -> str:
+    """Fig. 4 as a PNG: the best-smoothing-factor curve and the tuned ILS1 curves over it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = summary["curves"]
+    centres = np.array(curves["bin_centres"])
+    figure, axis = plt.subplots(figsize=(5.5, 4))
+    for instances, style in (("train", "o-"), ("test", "s:")):
+        best = np.array([np.nan if v is None else v for v in curves[f"{teacher}/{instances}"]["best_epsilon"]])
+        axis.plot(
+            centres,
+            best,
+            style,
+            color="tab:red",
+            markersize=3,
+            alpha=1.0 if instances == "train" else 0.5,
+            label=f"best LS eps per bin, {instances} instances (ours)",
+        )
+    p = np.linspace(*CURVE_RANGE, 200)
+    ils1 = next(r["ours"] for r in summary["rows"] if r["method"] == "ILS1" and not r["temps"])
+    for p1, p2, style, label in (
+        (ils1["p1"], ils1["p2"], "k-", f"tuned ILS1, ours (mean P1={ils1['p1']:.3f}, P2={ils1['p2']:.2f})"),
+        (PAPER_ILS1_CURVE["p1"], PAPER_ILS1_CURVE["p2"], "k--", "tuned ILS1, paper (P1=0.8, P2=2.0)"),
+    ):
+        axis.plot(p, np.asarray(smoothing_factor(p, p1=p1, p2=p2)), style, label=label)
+    title = {"bayes": "Bayes-optimal teacher", "no_ls_temps": "No LS + TempS teacher"}[teacher]
+    axis.set(xlabel="teacher's true-class probability $p_t$", ylabel="smoothing factor $\\epsilon$", title=title)
+    axis.set_ylim(-0.005, 0.21)
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120)
+    plt.close(figure)
+    return atomic_write(path, lambda f: f.write(buffer.getvalue()))

@@ -1,0 +1,90 @@
+"""The outputs: the tables as markdown (ours beside the paper's, win rates) and the files of a run."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+from keras_ils._files import atomic_write, staged_directory
+from keras_ils.experiments.synthetic_protocol.figures import plot_curves
+from keras_ils.experiments.synthetic_protocol.paper import HYPERPARAMETERS
+from keras_ils.experiments.synthetic_protocol.scoring import CURVE_TEACHERS
+from keras_ils.experiments.synthetic_protocol.statistics import summarise
+
+
+def _fmt(value, digits=4, percent=False):
+    if value is None:
+        return "–"
+    return f"{100 * value:.2f}%" if percent else f"{value:.{digits}f}"
+
+
+_COLUMNS = (
+    ("Avg T", "temps", 3, False),
+    ("Val loss", "val_loss", 4, False),
+    ("Acc", "accuracy", 4, True),
+    ("Acc dense", "accuracy_dense", 4, True),
+    ("Acc sparse", "accuracy_sparse", 4, True),
+    ("CE", "nll", 4, False),
+    ("ECE", "ece", 4, False),
+)
+
+
+_SEEDS = {True: "one seed per replicate, shared by its models", False: "one seed per model"}
+
+
+def markdown(results: dict, summary: dict, command: str) -> str:
+    """The tables as markdown: ours beside the paper's (in parentheses), win rates, settings."""
+    out = io.StringIO()
+    w = out.write
+    w(f"Command: `{command}`\n\n")
+    w(
+        f"{results['replicates']} replicates (seeds {results['seed']}..{results['seed'] + results['replicates'] - 1}), "
+        f"{results['n_test']} test points per class, {results['models_trained']} models trained "
+        f"({results['model_epochs']} model-epochs) in {results['seconds']:.0f} s"
+        f"{' (quick grids)' if results['quick'] else ''}; initialisation: {results.get('init', 'keras')}, "
+        f"{_SEEDS[results.get('shared_seeds', True)]}.\n\n"
+    )
+    w("Each cell: ours (paper). cwECE (authors' code) is the package's `class_conditional_ece`, the quantity the ")
+    w("paper's cwECE column prints; cwECE (Eq. 2) is the package's `cwece`. The paper prints only the first.\n\n")
+    header = ["Method", "TempS"] + [c[0] for c in _COLUMNS]
+    header += ["cwECE (authors' code)", "cwECE (Eq. 2)", "eps", "P1", "P2", "T (ILS2/ILS)"]
+    w("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
+    for row in summary["rows"]:
+        ours, paper = row["ours"], row["paper"]
+        cells = [row["method"], "Yes" if row["temps"] else "No"]
+        for _, key, digits, percent in _COLUMNS:
+            cells.append(f"{_fmt(ours.get(key), digits, percent)} ({_fmt(paper.get(key), digits, percent)})")
+        cells.append(f"{_fmt(ours['class_conditional_ece'])} ({_fmt(paper.get('cwece_printed'))})")
+        cells.append(_fmt(ours["cwece"]))
+        for h in HYPERPARAMETERS:
+            cells.append(f"{_fmt(ours.get(h), 3)} ({_fmt(paper.get(h), 3)})" if h in ours or h in paper else "–")
+        w("| " + " | ".join(cells) + " |\n")
+    w(
+        "\nThe paper's claims, replicate by replicate (paired: same dataset; exact two-sided sign test, "
+        "ties left out):\n\n"
+    )
+    w(
+        "| Claim | wins | losses | ties | win rate | mean difference (a - b) | sign test p |\n"
+        "|---|---|---|---|---|---|---|\n"
+    )
+    for c in summary["claims"]:
+        w(
+            f"| {c['claim']} | {c['wins']} | {c['losses']} | {c['ties']} | {c['win_rate']:.2f} | "
+            f"{c['mean_difference']:+.4f} | {c['sign_test_p']:.2g} |\n"
+        )
+    return out.getvalue()
+
+
+def write_outputs(results: dict, output_dir: str, command: str) -> dict:
+    """Writes `synthetic_protocol.json`, `synthetic_protocol.md` and the two Fig. 4 PNGs; returns the summary."""
+    summary = summarise(results)
+    text = markdown(results, summary, command)
+    with staged_directory(output_dir) as staging:
+        document = dict(command=command, summary=summary, results=results)
+        payload = json.dumps(document, indent=1).encode()
+        atomic_write(os.path.join(staging, "synthetic_protocol.json"), lambda f: f.write(payload))
+        atomic_write(os.path.join(staging, "synthetic_protocol.md"), lambda f: f.write(text.encode()))
+        for teacher in CURVE_TEACHERS:
+            plot_curves(summary, os.path.join(staging, f"best_smoothing_{teacher}.png"), teacher)
+    return summary
