@@ -1,4 +1,9 @@
-"""Reliability diagrams with their confidence histograms, saved as PNG (matplotlib, no display)."""
+"""Reliability diagrams with their confidence histograms, saved as PNG.
+
+Drawn on a `matplotlib.figure.Figure` of its own and saved with `savefig`:
+no pyplot, no `matplotlib.use`, so the caller's matplotlib backend and
+figures are left as they were.
+"""
 
 from __future__ import annotations
 
@@ -33,10 +38,7 @@ def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15,
     >>> reliability_diagram(rng.dirichlet([1, 1, 1], 200), rng.integers(0, 3, 200), path, title="demo") == path
     True
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels)
@@ -48,7 +50,8 @@ def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15,
     centres, width = (edges[:-1] + edges[1:]) / 2, 1.0 / num_bins
     nonempty = counts > 0
 
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(4.5, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    figure = Figure(figsize=(4.5, 6))
+    top, bottom = figure.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     top.bar(centres[nonempty], accuracy[nonempty], width=width, edgecolor="black", label="accuracy")
     top.bar(
         centres[nonempty],
@@ -70,8 +73,5 @@ def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15,
     bottom.set_xlim(0, 1)
     figure.tight_layout()
 
-    try:
-        atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
-    finally:
-        plt.close(figure)
+    atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
     return path

@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import matplotlib.image
 import numpy as np
 
@@ -14,3 +18,27 @@ def test_reliability_diagram_png(tmp_path):
     image = matplotlib.image.imread(path)
     assert image.shape[0] > 300 and image.shape[1] > 200
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["r.png"]
+
+
+_DRAW_UNDER_SVG = """
+import sys
+
+import matplotlib
+import numpy as np
+
+from keras_ils import plots
+
+before = matplotlib.rcParams["backend"]
+rng = np.random.default_rng(0)
+plots.reliability_diagram(rng.dirichlet(np.ones(3), size=50), rng.integers(0, 3, 50), sys.argv[1])
+print(before, matplotlib.rcParams["backend"], matplotlib.get_backend())
+"""
+
+
+def test_reliability_diagram_leaves_the_matplotlib_backend_alone(tmp_path):
+    # a fresh process whose backend is svg: a library that called matplotlib.use("Agg") would leave agg
+    env = dict(os.environ, MPLBACKEND="svg", TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-c", _DRAW_UNDER_SVG, str(tmp_path / "r.png")]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["svg", "svg", "svg"]
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
