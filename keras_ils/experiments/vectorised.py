@@ -31,10 +31,11 @@ shapes are ever compiled).
 
 Which graph is fastest depends on the machine (`train_mlps(jit_compile=...)`):
 where TensorFlow runs oneDNN on the CPU (on Linux it turns it on for CPUs
-with AVX512_VNNI, AVX512_BF16, AVX-VNNI or AMX), its batched matrix products beat XLA's, so
-the forward and backward passes stay TensorFlow ops; elsewhere (an AVX2-only
-CPU, a GPU) the whole epoch compiles with XLA. `benchmarks/RESULTS.md` has
-both measured on both kinds of CPU.
+with AVX512_VNNI, AVX512_BF16, AVX-VNNI or AMX), its batched matrix products
+beat XLA's, so the forward and backward passes stay TensorFlow ops; elsewhere
+(an AVX2-only CPU, a GPU) the whole epoch compiles with XLA
+(`whole_epoch_xla()` says which). `benchmarks/RESULTS.md` has both measured
+on both kinds of CPU.
 """
 
 from __future__ import annotations
