@@ -8,7 +8,10 @@ no trial runs the teacher. `ILSHyperModel` is an ordinary
 `RandomSearch`, `BayesianOptimization` and `Hyperband` use it unchanged,
 KerasTuner's directory makes a search resumable after a crash, and its
 distributed mode (one chief oracle, `KERASTUNER_*` environment variables)
-spreads the trials over processes or machines.
+spreads the trials over processes or machines. Those four tuners are
+`keras_ils.tuners`' subclasses of KerasTuner's, same arguments, whose search
+survives a kill at any moment; this module re-exports them
+(`keras_ils.tuning.GridSearch`, ...).
 
 The objective is the student's validation cross-entropy against HARD labels
 at its best epoch (`OBJECTIVE`, the `val_nll` that
@@ -28,10 +31,6 @@ Grids (paper §5 and appendix A):
 
 from __future__ import annotations
 
-import functools
-import inspect
-import json
-import os
 import warnings
 
 import keras
@@ -41,10 +40,26 @@ import tensorflow as tf
 from keras_ils import calibration
 from keras_ils import targets as _targets
 from keras_ils._checks import integer_at_least, invalid
-from keras_ils._files import atomic_write, remove_interrupted_writes
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import validate_hyperparameters
+from keras_ils.tuners import BayesianOptimization, GridSearch, Hyperband, RandomSearch, ResumableGridSearchOracle
+
+__all__ = [
+    "ALGORITHMS",
+    "GRIDS",
+    "METHOD_HYPERPARAMETERS",
+    "OBJECTIVE",
+    "BayesianOptimization",  # the kill-safe tuners live in keras_ils.tuners; this is their home for users
+    "GridSearch",
+    "Hyperband",
+    "ILSHyperModel",
+    "RandomSearch",
+    "ResumableGridSearchOracle",
+    "best_student",
+    "make_search_space",
+    "tuner_for",
+]
 
 OBJECTIVE = keras_tuner.Objective("val_nll", direction="min")
 
@@ -270,183 +285,6 @@ def best_student(tuner, *, calibrate_on=None):
     return model if calibrate_on is None else calibration.calibrate(model, calibrate_on)
 
 
-def _remote(path) -> bool:
-    """A `scheme://` path (an object store: no atomic rename, nothing left behind to clean up)."""
-    return "://" in str(path)
-
-
-def _write_state(path, state: dict):
-    """Writes a KerasTuner state file whole or not at all (remote paths: in place, as KerasTuner does)."""
-    text = json.dumps(state)
-    if _remote(path):
-        with tf.io.gfile.GFile(path, "w") as file:
-            file.write(text)
-    else:
-        atomic_write(path, lambda file: file.write(text.encode("utf-8")))
-
-
-class _KillSafeState:
-    """Oracle mixin: state files replaced whole, and a trial that ended on disk stays ended on reload.
-
-    KerasTuner 1.4.8 rewrites `oracle.json` and `trial.json` in place, so a
-    search killed while it was writing one left an empty or truncated file, and
-    the search started again on that directory died reloading it
-    (`JSONDecodeError`). Here each file is written beside its place and renamed
-    into it.
-
-    Starting and ending a trial write its `trial.json` first and `oracle.json`
-    after (which, after an end, still lists the trial as running until the
-    tuner's next save). A kill in between left a started trial that the
-    reloaded oracle never knew of, yet counted against `max_trials`, or made
-    it run a completed trial again. On reload, a trial the oracle's file never
-    started is forgotten (it is made again), and one whose own file says
-    `COMPLETED` or `FAILED` is ended, not retried.
-    """
-
-    def set_state(self, state):
-        super().set_state(state)
-        for trial_id in set(self.trials) - set(self.start_order):
-            del self.trials[trial_id]
-        ended = (keras_tuner.engine.trial.TrialStatus.COMPLETED, keras_tuner.engine.trial.TrialStatus.FAILED)
-        for tuner_id, trial in list(self.ongoing_trials.items()):
-            if trial.status in ended:
-                del self.ongoing_trials[tuner_id]
-                if trial.trial_id not in self.end_order:
-                    self.end_order.append(trial.trial_id)
-
-    def save(self):
-        _write_state(self._get_oracle_fname(), self.get_state())
-
-    def _save_trial(self, trial):
-        _write_state(os.path.join(self._get_trial_dir(trial.trial_id), "trial.json"), trial.get_state())
-
-
-class ResumableGridSearchOracle(_KillSafeState, keras_tuner.oracles.GridSearchOracle):
-    """KerasTuner's `GridSearchOracle` that resumes after a crash.
-
-    KerasTuner 1.4.8 does not save the grid's bookkeeping (the trials in grid
-    order and the queue of trials whose successor is due), so a grid search
-    reloaded from its directory dies with `KeyError: '<trial id>'` after its
-    first trial (keras-team/keras-tuner#1055). This oracle rebuilds both from
-    the trials on disk when it reloads, which is what an uninterrupted search
-    would hold: completed trials are kept, the trial that was running is run
-    again, and the grid goes on where it stopped. Its state files are written
-    whole or not at all, so a kill at any moment leaves a directory it can
-    reload.
-    """
-
-    def set_state(self, state):
-        super().set_state(state)
-        started = [trial_id for trial_id in self.start_order if trial_id in self.trials]
-        values = lambda trial_id: self.trials[trial_id].hyperparameters.values  # noqa: E731
-        in_grid_order = sorted(started, key=functools.cmp_to_key(lambda a, b: self._compare(values(a), values(b))))
-        self._ordered_ids = type(self._ordered_ids)()
-        for trial_id in in_grid_order:
-            self._ordered_ids.insert(trial_id)
-        # a trial whose successor was already made is skipped by populate_space, so queueing all is safe
-        self._populate_next = [trial_id for trial_id in self.end_order if trial_id in self.trials]
-
-
-class _RandomSearchOracle(_KillSafeState, keras_tuner.oracles.RandomSearchOracle):
-    pass
-
-
-class _BayesianOptimizationOracle(_KillSafeState, keras_tuner.oracles.BayesianOptimizationOracle):
-    pass
-
-
-class _HyperbandOracle(_KillSafeState, keras_tuner.oracles.HyperbandOracle):
-    pass
-
-
-class _KillSafeTuner:
-    """Tuner mixin: the KerasTuner tuner's own arguments, an oracle whose state files survive a kill.
-
-    `__init__` hands the oracle's arguments (`max_trials`, `seed`, ...) to
-    `_oracle_class` and the rest to `keras_tuner.Tuner`, as each KerasTuner
-    tuner's own `__init__` does with its stock oracle; the tuner's state file
-    is written whole too, and the temporary files of writes that a kill cut
-    short are removed when the directory is opened (by the chief alone in
-    distributed mode: it writes the oracle's files).
-    """
-
-    _oracle_class = None
-
-    def __init__(self, hypermodel=None, objective=None, **kwargs):
-        names = set(inspect.signature(self._oracle_class).parameters) - {"objective"}
-        oracle = self._oracle_class(objective=objective, **{name: kwargs.pop(name) for name in names & set(kwargs)})
-        keras_tuner.Tuner.__init__(self, oracle=oracle, hypermodel=hypermodel, **kwargs)
-        if not _remote(self.project_dir):
-            own_files = [self._get_tuner_fname()]
-            if not self._is_worker():
-                own_files += [self.oracle._get_oracle_fname(), os.path.join(self.project_dir, "trial_*", "trial.json")]
-            for path_pattern in own_files:
-                remove_interrupted_writes(path_pattern)
-
-    def save(self):
-        if not self._is_worker():
-            self.oracle.save()
-        _write_state(self._get_tuner_fname(), self.get_state())
-
-
-class GridSearch(_KillSafeTuner, keras_tuner.GridSearch):
-    """`keras_tuner.GridSearch`, same arguments, that resumes after a crash (`ResumableGridSearchOracle`).
-
-    Example:
-
-    >>> def build_model(hp):
-    ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
-    ...     model.compile(optimizer="adam")
-    ...     return model
-    >>> hypermodel = ILSHyperModel(build_model, num_classes=3, method="ils1")
-    >>> tuner = GridSearch(hypermodel, objective=hypermodel.objective, directory="/tmp/ils_doctest", overwrite=True)
-    >>> type(tuner.oracle).__name__
-    'ResumableGridSearchOracle'
-    """
-
-    _oracle_class = ResumableGridSearchOracle
-
-
-class RandomSearch(_KillSafeTuner, keras_tuner.RandomSearch):
-    """`keras_tuner.RandomSearch`, same arguments, whose state files survive a kill at any moment.
-
-    `BayesianOptimization` and `Hyperband` are the same for their KerasTuner
-    namesakes.
-
-    Example:
-
-    >>> def build_model(hp):
-    ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
-    ...     model.compile(optimizer="adam")
-    ...     return model
-    >>> hypermodel = ILSHyperModel(build_model, num_classes=3, method="ls")
-    >>> tuners = [
-    ...     RandomSearch(hypermodel, objective=hypermodel.objective, max_trials=3, directory="/tmp/ils_doctest",
-    ...                  project_name="random", overwrite=True),
-    ...     Hyperband(hypermodel, objective=hypermodel.objective, max_epochs=9, directory="/tmp/ils_doctest",
-    ...               project_name="hyperband", overwrite=True),
-    ... ]
-    >>> [(isinstance(t, keras_tuner.Tuner), type(t.oracle).__name__) for t in tuners]
-    [(True, '_RandomSearchOracle'), (True, '_HyperbandOracle')]
-    >>> tuners[0].oracle.max_trials, tuners[1].oracle.max_epochs
-    (3, 9)
-    """
-
-    _oracle_class = _RandomSearchOracle
-
-
-class BayesianOptimization(_KillSafeTuner, keras_tuner.BayesianOptimization):
-    """`keras_tuner.BayesianOptimization`, same arguments, whose state files survive a kill (see `RandomSearch`)."""
-
-    _oracle_class = _BayesianOptimizationOracle
-
-
-class Hyperband(_KillSafeTuner, keras_tuner.Hyperband):
-    """`keras_tuner.Hyperband`, same arguments, whose state files survive a kill at any moment (see `RandomSearch`)."""
-
-    _oracle_class = _HyperbandOracle
-
-
 ALGORITHMS = ("grid", "random", "bayesian", "hyperband")
 
 
@@ -467,9 +305,9 @@ def tuner_for(
         algorithm: `"grid"` (`GridSearch`, every point when `max_trials` is
             `None`: the paper's protocol), `"random"` (`RandomSearch`),
             `"bayesian"` (`BayesianOptimization`) or `"hyperband"`
-            (`Hyperband`, budgeted by `max_epochs`, not `max_trials`): this
-            module's subclasses of the KerasTuner tuners of those names,
-            whose state survives a kill at any moment.
+            (`Hyperband`, budgeted by `max_epochs`, not `max_trials`): the
+            subclasses of the KerasTuner tuners of those names whose state
+            survives a kill at any moment (`keras_ils.tuners`, re-exported here).
         hypermodel: an `ILSHyperModel`; its objective is the tuner's.
         directory, project_name: where KerasTuner keeps its state; a search
             started again on the same place skips the trials it completed.

@@ -1,4 +1,4 @@
-"""A small LS/ILS grid search on the synthetic task, run as its own process by `test_tuning.py`.
+"""A small LS/ILS grid search on the synthetic task, run as its own process by `test_tuners.py`.
 
     python tests/tuning_job.py DIRECTORY LOG --method ls --values 0.01,0.05,0.1
 
