@@ -14,8 +14,10 @@ builds) and changes only what is written to disk and how it is read back:
 - the temporary files of writes that a kill cut short are removed when the
   search is opened.
 
-`keras_ils.tuning` re-exports the public names and `keras_ils.tuning.tuner_for`
-picks one by name.
+They rely on some of KerasTuner's private members (`tests/test_tuners.py`
+lists them and checks them against the installed KerasTuner), hence the
+`keras-tuner<1.5` requirement. `keras_ils.tuning` re-exports the public names
+and `keras_ils.tuning.tuner_for` picks one by name.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The kill-safe KerasTuner tuners (`keras_ils.tuners`): KerasTuner's own, resumable after a kill at any moment."""
 
+import ast
 import inspect
 import json
 import os
@@ -51,6 +52,71 @@ class TestTuners:
             assert tuner.seed == 7
         for name in ("max_trials", "max_epochs", "factor", "alpha", "beta", "num_initial_points"):
             assert getattr(tuner.oracle, name, None) == getattr(stock.oracle, name, None), name
+
+
+# Every KerasTuner private member that keras_ils.tuners uses or overrides, and the signature it relies on.
+PRIVATE_METHODS = {
+    "_get_oracle_fname": (keras_tuner.Oracle, "(self)"),
+    "_get_trial_dir": (keras_tuner.Oracle, "(self, trial_id)"),
+    "_save_trial": (keras_tuner.Oracle, "(self, trial)"),  # overridden: the oracle writes trial.json through it
+    "_compare": (keras_tuner.oracles.GridSearchOracle, "(self, a, b)"),
+    "_get_tuner_fname": (keras_tuner.Tuner, "(self)"),
+    "_is_worker": (keras_tuner.Tuner, "(self)"),
+}
+# GridSearchOracle's bookkeeping that ResumableGridSearchOracle rebuilds: `_ordered_ids` (a linked list of
+# trial ids in grid order, made empty by calling its type and filled by `insert(trial_id)`) and
+# `_populate_next` (a list of trial ids).
+PRIVATE_ATTRIBUTES = {"_ordered_ids", "_populate_next"}
+
+
+class TestKerasTunerPrivateMembers:
+    """The KerasTuner private members the tuners rely on are there as relied on; an upgrade changing one fails."""
+
+    def test_the_lists_hold_every_private_member_the_module_uses(self):
+        tree = ast.parse(inspect.getsource(tuners))
+        own = {  # private names the module defines itself (class attributes such as `_oracle_class`)
+            target.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            for statement in node.body
+            if isinstance(statement, ast.Assign)
+            for target in statement.targets
+            if isinstance(target, ast.Name)
+        }
+        private = lambda name: name.startswith("_") and not name.startswith("__")  # noqa: E731
+        used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and private(node.attr)}
+        overridden = {
+            statement.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            for statement in node.body
+            if isinstance(statement, ast.FunctionDef) and private(statement.name)
+        }
+        assert (used | overridden) - own == set(PRIVATE_METHODS) | PRIVATE_ATTRIBUTES
+
+    @pytest.mark.parametrize("name", sorted(PRIVATE_METHODS))
+    def test_private_method(self, name):
+        owner, expected = PRIVATE_METHODS[name]
+        member = getattr(owner, name, None)
+        assert callable(member), f"KerasTuner {keras_tuner.__version__} has no `{owner.__name__}.{name}`"
+        found = str(inspect.signature(member))
+        assert found == expected, (
+            f"KerasTuner {keras_tuner.__version__} changed `{owner.__name__}.{name}`: "
+            f"keras_ils.tuners relies on {name}{expected}, found {name}{found}"
+        )
+
+    def test_grid_search_bookkeeping(self):
+        oracle = keras_tuner.oracles.GridSearchOracle(objective=tuning.OBJECTIVE)
+        found = {name: type(getattr(oracle, name, None)).__name__ for name in sorted(PRIVATE_ATTRIBUTES)}
+        assert isinstance(getattr(oracle, "_populate_next", None), list), f"found {found}"
+        ordered_ids = getattr(oracle, "_ordered_ids", None)
+        assert ordered_ids is not None and callable(getattr(ordered_ids, "insert", None)), f"found {found}"
+        insert = str(inspect.signature(type(ordered_ids).insert))
+        assert insert == "(self, data, data_pre=None)", f"`_ordered_ids.insert` is now insert{insert}"
+        empty = type(ordered_ids)()
+        empty.insert("0")
+        empty.insert("1")
+        assert empty.next("0") == "1"  # what GridSearchOracle's populate_space walks
 
 
 def _small_search(tmp_path, algorithm):
