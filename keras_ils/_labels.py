@@ -9,19 +9,54 @@ teacher code. The teacher-target layout itself is documented in
 from __future__ import annotations
 
 import keras
+import numpy as np
 from keras import ops
 
 
 def one_hot_labels(labels, num_classes):
-    """Range-checked integer `labels` (`[batch]` or `[batch, 1]`) as float32 one-hot rows."""
+    """Checked class indices `labels` (`[batch]` or `[batch, 1]`) as float32 one-hot rows."""
     labels = ops.convert_to_tensor(labels)
-    if not keras.backend.is_int_dtype(labels.dtype) and not keras.backend.is_float_dtype(labels.dtype):
-        raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
     if len(labels.shape) >= 2 and labels.shape[-1] == 1:
         labels = ops.squeeze(labels, axis=-1)
-    labels = ops.cast(labels, "int32")
-    check_labels_in_range(labels, num_classes)
+    labels, _ = class_indices(labels, num_classes)
     return ops.one_hot(labels, num_classes, dtype="float32")
+
+
+def class_indices(labels, num_classes) -> tuple:
+    """`(labels as int32, checks)`: sparse labels checked to be whole numbers in `[0, num_classes)`.
+
+    Float labels are accepted when they hold whole numbers (Keras hands a loss
+    its `y_true` in the loss's float dtype) and refused otherwise, never
+    truncated. Eager values raise `ValueError`; in a TensorFlow graph the
+    checks are `tf.debugging` assertions, returned for `tf.data` maps to
+    depend on (see `check_labels_in_range`).
+    """
+    labels = ops.convert_to_tensor(labels)
+    if keras.backend.is_float_dtype(labels.dtype):
+        checks = _check_whole_numbers(labels)
+    elif keras.backend.is_int_dtype(labels.dtype):
+        checks = []
+    else:
+        raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
+    labels = ops.cast(labels, "int32")
+    return labels, checks + check_labels_in_range(labels, num_classes)
+
+
+def _check_whole_numbers(labels) -> list:
+    message = "Invalid value for argument `labels`. Expected integer class indices; float labels must be whole numbers."
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            return [tf.debugging.assert_equal(labels, tf.floor(labels), message=message)]
+    try:
+        values = ops.convert_to_numpy(labels)
+    except Exception:  # a traced value on another backend: nothing to check
+        return []
+    fractional = values[values != np.floor(values)]
+    if fractional.size:
+        raise ValueError(f"{message} Received: labels containing {fractional.ravel()[:5].tolist()}")
+    return []
 
 
 def pack_teacher_targets(one_hot, teacher_logits):
@@ -97,8 +132,7 @@ def hard_labels(y_true, num_classes, y_pred_rank=None):
         labels = y_true
         if len(labels.shape) and labels.shape[-1] == 1 and (y_pred_rank is None or len(labels.shape) == y_pred_rank):
             labels = ops.squeeze(labels, axis=-1)
-        labels = ops.cast(labels, "int32")
-        check_labels_in_range(labels, num_classes)
+        labels, _ = class_indices(labels, num_classes)
         return labels
     if kind == "teacher":  # exact one-hot: an integer argmax (a float one adds -0.0 handling to every step)
         one_hot, _ = split_teacher_targets(y_true, num_classes)

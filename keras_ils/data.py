@@ -98,8 +98,8 @@ def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf
 
     def attach(pair, row):  # one example, or a chunk of them (every tensor with a leading axis)
         (x, y), (teacher_row, stored_label) = pair, row
+        y, checks = _labels.class_indices(y, num_classes)
         y = tf.cast(y, tf.int64)
-        checks = _labels.check_labels_in_range(y, num_classes)
         if stored_labels is not None:
             checks.append(
                 tf.debugging.assert_equal(
@@ -142,10 +142,10 @@ def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, *
     """
 
     def cast(x, y):
-        y = tf.cast(y, tf.int32)
         if num_classes is None:
-            return x, y
-        with tf.control_dependencies(_labels.check_labels_in_range(y, num_classes)):
+            return x, tf.cast(y, tf.int32)
+        y, checks = _labels.class_indices(y, num_classes)
+        with tf.control_dependencies(checks):
             return x, tf.identity(y)
 
     return as_pairs(dataset, **keys).map(cast, num_parallel_calls=tf.data.AUTOTUNE)

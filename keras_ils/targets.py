@@ -346,7 +346,17 @@ def teacher_targets(labels, teacher_logits):
             "Argument `teacher_logits` must have shape [batch, K] with a known K. "
             f"Received shape: {teacher_logits.shape}"
         )
-    return _labels.pack_teacher_targets(_labels.one_hot_labels(labels, teacher_logits.shape[-1]), teacher_logits)
+    one_hot = _labels.one_hot_labels(labels, teacher_logits.shape[-1])
+    if (
+        one_hot.shape[0] is not None
+        and teacher_logits.shape[0] is not None
+        and one_hot.shape[0] != teacher_logits.shape[0]
+    ):
+        raise ValueError(
+            "Arguments `labels` and `teacher_logits` must have one row per example each. "
+            f"Received: {one_hot.shape[0]} labels and {teacher_logits.shape[0]} rows of teacher logits"
+        )
+    return _labels.pack_teacher_targets(one_hot, teacher_logits)
 
 
 __all__ = [

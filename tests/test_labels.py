@@ -43,3 +43,30 @@ class TestLabelRange:
         np.testing.assert_array_equal(check(tf.constant([0, 2])).numpy(), [0, 2])
         with pytest.raises(tf.errors.InvalidArgumentError, match="Expected class indices"):
             check(tf.constant([-1, 2]))
+
+
+class TestFloatLabels:
+    def test_whole_number_floats_are_class_indices(self):
+        labels, checks = _labels.class_indices(np.array([0.0, 2.0]), 3)
+        np.testing.assert_array_equal(_np(labels), [0, 2])
+        assert checks == []
+
+    @pytest.mark.parametrize("values", [[0.0, 1.7], [0.5], [2.999]])
+    def test_fractional_labels_are_refused_not_truncated(self, values):
+        with pytest.raises(ValueError, match="float labels must be whole numbers"):
+            _labels.class_indices(np.array(values), 3)
+
+    def test_graph_check_fires(self):
+        @tf.function
+        def indices(labels):
+            labels, checks = _labels.class_indices(labels, 3)
+            with tf.control_dependencies(checks):
+                return tf.identity(labels)
+
+        np.testing.assert_array_equal(indices(tf.constant([1.0, 2.0])).numpy(), [1, 2])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="whole numbers"):
+            indices(tf.constant([1.5, 2.0]))
+
+    def test_strings_are_a_type_error(self):
+        with pytest.raises(TypeError, match="integer class indices"):
+            _labels.class_indices(tf.constant(["a"]), 3)

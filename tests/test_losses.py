@@ -216,3 +216,22 @@ def test_bad_arguments_fail_at_construction(kwargs, name):
 
 def test_exported_at_top_level():
     assert keras_ils.ILSLoss is ILSLoss
+
+
+class TestBadLabels:
+    def test_fractional_float_labels_are_an_error_not_truncation(self):
+        with pytest.raises(ValueError, match="float labels must be whole numbers"):
+            ILSLoss()(np.array([0.0, 1.7]), np.zeros((2, 3)))
+
+    def test_fractional_float_labels_fail_in_fit(self):
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+        model.compile(optimizer="sgd", loss=ILSLoss())
+        with pytest.raises(tf.errors.InvalidArgumentError, match="whole numbers"):
+            model.fit(np.zeros((4, 2)), np.array([0.0, 1.0, 2.5, 1.0]), verbose=0)
+
+    def test_whole_number_float_labels_equal_integer_labels(self, rng):
+        logits = rng.normal(size=(6, 3)).astype("float32")
+        labels = rng.integers(0, 3, 6)
+        np.testing.assert_allclose(
+            float(ILSLoss()(labels.astype("float32"), logits)), float(ILSLoss()(labels, logits)), rtol=1e-7
+        )

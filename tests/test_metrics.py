@@ -234,3 +234,36 @@ class TestBadInput:
         labels, probs, _ = _data(rng)
         with pytest.raises(ValueError, match="Invalid value for argument `labels`"):
             metrics.ExpectedCalibrationError().update_state(labels + K, probs)
+
+
+class TestNonProbabilities:
+    @pytest.mark.parametrize("name", ["ece", "mce", "cwece", "class_conditional_ece", "nll", "brier"])
+    def test_logits_passed_as_probabilities_are_refused(self, rng, name):
+        labels, _, logits = _data(rng, n=50)
+        with pytest.raises(ValueError, match="Invalid value for argument `y_pred`.*from_logits=True"):
+            _metric(name).update_state(labels, logits)
+
+    @pytest.mark.parametrize("rows", [[[0.5, 0.4, 0.3]], [[0.2, 0.2, 0.2]], [[1.2, -0.1, -0.1]]])
+    def test_rows_off_the_simplex_are_refused(self, rows):
+        with pytest.raises(ValueError, match="row sums"):
+            metrics.ExpectedCalibrationError().update_state([0], np.array(rows))
+
+    def test_rounded_probabilities_pass(self, rng):
+        labels, probs, _ = _data(rng, n=200)
+        half = ops.convert_to_numpy(ops.cast(ops.cast(probs, "bfloat16"), "float32"))
+        metric = metrics.ExpectedCalibrationError()
+        metric.update_state(labels, half)
+        np.testing.assert_allclose(float(metric.result()), reference.ece(half.astype(np.float64), labels), atol=1e-5)
+
+    def test_graph_assertion_in_evaluate(self, rng):
+        labels, _, logits = _data(rng, n=64)
+        model = keras.Sequential([keras.Input((K,)), keras.layers.Identity()])
+        model.compile(loss="sparse_categorical_crossentropy", metrics=[metrics.ExpectedCalibrationError()])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="expects probabilities"):
+            model.evaluate(logits, labels, verbose=0)
+
+    def test_accuracy_reads_logits_either_way(self, rng):
+        labels, _, logits = _data(rng, n=50)
+        metric = metrics.TopLabelAccuracy()
+        metric.update_state(labels, logits)
+        np.testing.assert_allclose(float(metric.result()), np.mean(logits.argmax(1) == labels))

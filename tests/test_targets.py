@@ -178,3 +178,11 @@ class TestBadInput:
             ils_targets([0], num_classes=3, method="ils2")
         with pytest.raises(ValueError, match="`num_classes` is required"):
             ils_targets([0], method="ls")
+
+    def test_labels_and_teacher_rows_of_different_lengths(self):
+        with pytest.raises(ValueError, match="Received: 3 labels and 2 rows of teacher logits"):
+            teacher_targets([0, 1, 2], np.zeros((2, 3)))
+
+    def test_fractional_float_labels(self):
+        with pytest.raises(ValueError, match="float labels must be whole numbers"):
+            teacher_targets(np.array([0.0, 1.5]), np.zeros((2, 3)))
