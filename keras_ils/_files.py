@@ -53,15 +53,70 @@ def remove_interrupted_writes(path_pattern: str) -> None:
             os.remove(leftover)
 
 
-@contextlib.contextmanager
-def staged_directory(output_dir: str):
-    """Yields a staging directory; on success its files land in `output_dir`, on failure nothing does."""
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+_STAGING_PREFIX = ".keras-ils-staging-"
+
+
+def _staging_prefix(output_dir: str) -> str:
+    return f"{_STAGING_PREFIX}{os.path.basename(os.path.abspath(output_dir))}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_abandoned_staging(output_dir: str) -> None:
+    """Removes the staging directories that killed runs into `output_dir` left beside it.
+
+    A staging directory is named `.keras-ils-staging-<output name>-<pid>-<random>`;
+    only those of `output_dir` whose process is gone are removed, so a run
+    writing into the same place at the same time keeps its own.
+    """
+    parent, prefix = os.path.dirname(os.path.abspath(output_dir)), _staging_prefix(output_dir)
+    for path in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
+        pid = os.path.basename(path)[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _check_writable(output_dir: str) -> None:
+    """Fails now, before any training, when an existing `output_dir` cannot take new files."""
+    if not os.path.exists(output_dir):
+        return
+    if not os.path.isdir(output_dir):
         raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
     try:
+        handle, probe = tempfile.mkstemp(dir=output_dir, prefix=".keras-ils-write-check-")
+        os.close(handle)
+        os.remove(probe)
+    except OSError as error:
+        raise ValueError(f"Cannot write the output directory {output_dir}: {error.strerror or error}.") from error
+
+
+@contextlib.contextmanager
+def staged_directory(output_dir: str, result_files: tuple = ()):
+    """Yields a staging directory; on success its files replace the result set in `output_dir`, on failure nothing.
+
+    Checked before the body runs: `output_dir` can be written (a directory
+    that cannot fails now, not after hours of training), and staging
+    directories that killed runs into `output_dir` left behind are removed
+    (`remove_abandoned_staging`). On success the staged files are moved in,
+    then the files of `output_dir` matching the glob patterns `result_files`
+    that the new set does not hold are removed, so no result of an earlier
+    run (a stale PNG) sits beside the new ones; other files (a tuner's
+    search directory, a teacher cache) are left alone.
+    """
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    _check_writable(output_dir)
+    try:
         os.makedirs(parent, exist_ok=True)
-        staging = tempfile.mkdtemp(dir=parent, prefix=".keras-ils-staging-")
+        remove_abandoned_staging(output_dir)
+        staging = tempfile.mkdtemp(dir=parent, prefix=f"{_staging_prefix(output_dir)}{os.getpid()}-")
         os.chmod(staging, 0o777 & ~_umask())
     except OSError as error:
         raise ValueError(f"Cannot write the output directory {output_dir}: {error.strerror or error}.") from error
@@ -70,7 +125,12 @@ def staged_directory(output_dir: str):
         if not os.path.exists(output_dir):
             os.replace(staging, output_dir)
             return
-        for name in os.listdir(staging):
+        new = set(os.listdir(staging))
+        for name in new:
             os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+        for pattern in result_files:
+            for path in glob.glob(os.path.join(glob.escape(output_dir), pattern)):
+                if os.path.basename(path) not in new and os.path.isfile(path):
+                    os.remove(path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
