@@ -9,6 +9,7 @@ only when everything succeeded.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import time
@@ -46,8 +47,8 @@ BASELINE_SETTINGS = {
     "beta": dict(alpha=0.4),
 }
 
-# Untuned starting points (the package does not tune yet): the synthetic values are the paper's averages
-# of tuned values (Table 4); the image values sit inside its grids for real data.
+# `run`'s untuned starting points (`tune` searches the grids instead): the synthetic values are the paper's
+# averages of tuned values (Table 4); the image values sit inside its grids for real data.
 DEFAULT_HYPERPARAMETERS = {
     "synthetic": dict(epsilon=0.05, p1=0.8, p2=2.0, temperature=1.0),
     "other": dict(epsilon=0.1, p1=0.9, p2=1.5, temperature=1.0),
@@ -93,6 +94,49 @@ def _row(name, temps, temperature, hyperparameters, result):
     return {"model": name, "temps": temps, "temperature": temperature, "hyperparameters": hyperparameters, **result}
 
 
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """What every model of one `run` or `tune` shares."""
+
+    splits: object  # a keras_ils.experiments.datasets.Splits
+    model_name: str
+    recipe: training.Recipe
+    strategy: tf.distribute.Strategy
+    validation: tf.data.Dataset  # batched: the early-stopping monitor of searches, and where TempS is fitted
+    seed: int
+    verbose: int
+
+    @classmethod
+    def make(cls, splits, model_name, recipe, strategy, seed, verbose):
+        """Fills in the defaults: the paper's recipe for the model and data, the current strategy."""
+        return cls(
+            splits,
+            model_name,
+            recipe or training.recipe_for(model_name, splits.name),
+            strategy or tf.distribute.get_strategy(),
+            training.evaluation_pipeline(splits.validation),
+            seed,
+            verbose,
+        )
+
+    def header(self, teacher_temperature, **settings) -> dict:
+        """The head of `results.json`: what ran, the teacher's `T*`, `settings`, then the recipe."""
+        recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self.recipe).items()}
+        head = {"dataset": self.splits.name, "model": self.model_name, "seed": self.seed}
+        return {**head, "teacher_temperature": teacher_temperature, **settings, "recipe": recipe}
+
+
+@dataclasses.dataclass(frozen=True)
+class _SearchSpec:
+    """The searches of one `tune`: one KerasTuner project per method in `directory`, all alike but the loss."""
+
+    setup: _Setup
+    search_space: object  # "paper", "synthetic" or a dict (keras_ils.tuning.make_search_space)
+    algorithm: str
+    max_trials: int | None
+    directory: str
+
+
 def run(
     splits,
     *,
@@ -132,37 +176,46 @@ def run(
     if teacher_cache is not None and os.path.exists(teacher_cache):
         read_cache(teacher_cache)  # an unreadable file fails now, not after the teacher has trained
     hyperparameters = hyperparameters or default_hyperparameters(splits.name)
-    recipe = recipe or training.recipe_for(model_name, splits.name)
-    strategy = strategy or tf.distribute.get_strategy()
-    validation = training.evaluation_pipeline(splits.validation)
+    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose)
     progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
 
     with staged_directory(output_dir) as staging:
         report = _Report(splits, staging, progress)
-        no_ls = ILSLoss(method="none")
-        teacher = _train_model(model_name, splits, recipe, strategy, no_ls, splits.train, seed, verbose)
-        report.record("No LS", False, teacher, 1.0, {})
-        teacher_scaled, t_star = _calibrated(teacher, validation, strategy)
-        report.record("No LS + TempS", True, teacher_scaled, t_star, {})
-
+        teacher_scaled, t_star = _teacher_stage(setup, report)
         teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
         train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
         for index, method in enumerate(methods, start=1):
             loss, train_set, used = _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters)
-            student = _train_model(model_name, splits, recipe, strategy, loss, train_set, seed + index, verbose)
-            report.record(METHOD_NAMES[method], False, student, 1.0, used)
-            student_scaled, t_student = _calibrated(student, validation, strategy)
-            report.record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, used)
+            student = _train_model(setup, loss, train_set, seed + index)
+            _record_student(setup, report, METHOD_NAMES[method], student, used)
+        return report.write(setup.header(t_star))
 
-        return report.write(
-            {
-                "dataset": splits.name,
-                "model": model_name,
-                "seed": seed,
-                "teacher_temperature": t_star,
-                "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
-            }
-        )
+
+def _teacher_stage(setup, report, saved_at=None):
+    """The No LS teacher, its rows ("No LS", "No LS + TempS") and its temperature: `(calibrated teacher, T*)`.
+
+    With `saved_at`, the calibrated teacher is loaded from there when it exists,
+    else saved there once trained and calibrated.
+    """
+    if saved_at is not None and os.path.exists(saved_at):
+        teacher_scaled = _load_model(saved_at, setup.strategy)
+        teacher = teacher_scaled.layers[-2]  # calibrate() puts the model before its TemperatureScaling
+        t_star = float(teacher_scaled.get_layer("temperature_scaling").temperature.numpy())
+    else:
+        teacher = _train_model(setup, ILSLoss(method="none"), setup.splits.train, setup.seed)
+        teacher_scaled, t_star = _calibrated(teacher, setup)
+        if saved_at is not None:
+            _save_model(teacher_scaled, saved_at)
+    report.record("No LS", False, teacher, 1.0, {})
+    report.record("No LS + TempS", True, teacher_scaled, t_star, {})
+    return teacher_scaled, t_star
+
+
+def _record_student(setup, report, name, student, hyperparameters_used, **extra):
+    """The student's rows: as trained, and temperature-scaled on the validation set ("+ TempS")."""
+    report.record(name, False, student, 1.0, hyperparameters_used, **extra)
+    student_scaled, t_student = _calibrated(student, setup)
+    report.record(f"{name} + TempS", True, student_scaled, t_student, hyperparameters_used, **extra)
 
 
 TUNABLE_METHODS = tuple(tuning.METHOD_HYPERPARAMETERS)  # ls, ils1, ils2, ils
@@ -213,6 +266,31 @@ def tune(
     Returns:
         The results dict that `results.json` holds.
     """
+    role = _check_tune_arguments(methods, search_space, algorithm)
+    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose)
+    spec = _SearchSpec(setup, search_space, algorithm, max_trials, directory)
+    os.makedirs(directory, exist_ok=True)
+    teacher_path = os.path.join(directory, "teacher.keras")
+    if role == "worker":  # trains trials for the chief's oracle; the chief makes the teacher and the report
+        _search(spec, methods[0], _wait_for(teacher_path, setup.strategy))
+        return {"role": "worker", "method": methods[0], "directory": directory}
+
+    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
+    with staged_directory(output_dir) as staging:
+        report = _Report(splits, staging, progress)
+        teacher_scaled, t_star = _teacher_stage(setup, report, saved_at=teacher_path)
+        for method in methods:
+            tuner = _search(spec, method, teacher_scaled)
+            best_trial = tuner.oracle.get_best_trials(1)[0]
+            chosen = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
+            found = {"trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
+            _record_student(setup, report, METHOD_NAMES[method], tuning.best_student(tuner), chosen, **found)
+        settings = {"algorithm": algorithm, "search_space": search_space, "max_trials": max_trials}
+        return report.write(setup.header(t_star, **settings))
+
+
+def _check_tune_arguments(methods, search_space, algorithm):
+    """`tune`'s arguments checked before anything trains; returns the KerasTuner role (`_keras_tuner_role`)."""
     if not methods or any(m not in TUNABLE_METHODS for m in methods):
         raise ValueError(
             f"Invalid value for argument `methods`. Expected some of {TUNABLE_METHODS}. Received: {methods}"
@@ -229,92 +307,47 @@ def tune(
             "KerasTuner's distributed mode (KERASTUNER_* variables are set) runs one search per launch: "
             f"pass one method. Received: methods={tuple(methods)}"
         )
-    recipe = recipe or training.recipe_for(model_name, splits.name)
-    strategy = strategy or tf.distribute.get_strategy()
-    validation = training.evaluation_pipeline(splits.validation)
-    os.makedirs(directory, exist_ok=True)
-    teacher_path = os.path.join(directory, "teacher.keras")
-
-    def search(teacher_scaled, method):
-        cache = os.path.join(directory, "teacher_logits.npz")
-        teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=cache)
-        train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
-        return _search(
-            splits, model_name, recipe, strategy, method, search_space, algorithm, max_trials, directory, seed,
-            training.training_pipeline(train_with_teacher, recipe, seed), validation, verbose,
-        )  # fmt: skip
-
-    if role == "worker":  # trains trials for the chief's oracle; the chief makes the teacher and the report
-        search(_wait_for(teacher_path, strategy), methods[0])
-        return {"role": "worker", "method": methods[0], "directory": directory}
-
-    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
-    with staged_directory(output_dir) as staging:
-        report = _Report(splits, staging, progress)
-        if os.path.exists(teacher_path):
-            teacher_scaled = _load_model(teacher_path, strategy)
-            teacher = teacher_scaled.layers[-2]  # calibrate() puts the model before its TemperatureScaling
-            t_star = float(teacher_scaled.get_layer("temperature_scaling").temperature.numpy())
-        else:
-            no_ls = ILSLoss(method="none")
-            teacher = _train_model(model_name, splits, recipe, strategy, no_ls, splits.train, seed, verbose)
-            teacher_scaled, t_star = _calibrated(teacher, validation, strategy)
-            _save_model(teacher_scaled, teacher_path)
-        report.record("No LS", False, teacher, 1.0, {})
-        report.record("No LS + TempS", True, teacher_scaled, t_star, {})
-
-        for method in methods:
-            tuner = search(teacher_scaled, method)
-            best_trial = tuner.oracle.get_best_trials(1)[0]
-            chosen = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
-            found = {"trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
-            student = tuning.best_student(tuner)
-            report.record(METHOD_NAMES[method], False, student, 1.0, chosen, **found)
-            student_scaled, t_student = _calibrated(student, validation, strategy)
-            report.record(f"{METHOD_NAMES[method]} + TempS", True, student_scaled, t_student, chosen, **found)
-
-        return report.write(
-            {
-                "dataset": splits.name,
-                "model": model_name,
-                "seed": seed,
-                "teacher_temperature": t_star,
-                "algorithm": algorithm,
-                "search_space": search_space,
-                "max_trials": max_trials,
-                "recipe": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(recipe).items()},
-            }
-        )
+    return role
 
 
-def _search(
-    splits, model_name, recipe, strategy, method, search_space, algorithm, max_trials, directory, seed, train,
-    validation, verbose,
-):  # fmt: skip
-    """One method's KerasTuner search (one project in `directory`); returns the tuner."""
+def _search(spec, method, teacher_scaled):
+    """One method's KerasTuner search on the calibrated teacher's cached targets; returns the tuner."""
+    setup = spec.setup
+    cache = os.path.join(spec.directory, "teacher_logits.npz")
+    teacher_logits = compute_teacher_logits(teacher_scaled, setup.splits.train, cache_path=cache)
+    train_with_teacher = data.with_teacher_targets(setup.splits.train, teacher_logits)
+    train = training.training_pipeline(train_with_teacher, setup.recipe, setup.seed)
 
     def build_model(hp):
-        model = _compiled_model(model_name, splits, recipe, strategy)
-        training.apply_weight_decay(model, recipe.weight_decay)
+        model = _compiled_model(setup)
+        training.apply_weight_decay(model, setup.recipe.weight_decay)
         return model
 
     hypermodel = tuning.ILSHyperModel(
-        build_model, splits.num_classes, method=method, search_space=search_space, patience=recipe.patience, seed=seed
+        build_model,
+        setup.splits.num_classes,
+        method=method,
+        search_space=spec.search_space,
+        patience=setup.recipe.patience,
+        seed=setup.seed,
     )
     tuner = tuning.tuner_for(
-        algorithm,
+        spec.algorithm,
         hypermodel,
-        directory=directory,
+        directory=spec.directory,
         project_name=method,
-        max_trials=max_trials,
-        max_epochs=recipe.epochs,
-        seed=seed,
-        distribution_strategy=strategy,
+        max_trials=spec.max_trials,
+        max_epochs=setup.recipe.epochs,
+        seed=setup.seed,
+        distribution_strategy=setup.strategy,
     )
+    recipe = setup.recipe
     callbacks = []
     if recipe.decay_at:
         callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))
-    tuner.search(train, validation_data=validation, epochs=recipe.epochs, callbacks=callbacks, verbose=verbose)
+    tuner.search(
+        train, validation_data=setup.validation, epochs=recipe.epochs, callbacks=callbacks, verbose=setup.verbose
+    )
     return tuner
 
 
@@ -377,27 +410,28 @@ class _Report:
         return results
 
 
-def _compiled_model(model_name, splits, recipe, strategy, loss=None):
-    with strategy.scope():
-        model = models.build(model_name, splits.num_classes, splits.input_shape)
+def _compiled_model(setup, loss=None):
+    with setup.strategy.scope():
+        model = models.build(setup.model_name, setup.splits.num_classes, setup.splits.input_shape)
         model.compile(
-            optimizer=recipe.build_optimizer(),
+            optimizer=setup.recipe.build_optimizer(),
             loss=loss,
             metrics=[_metrics.TopLabelAccuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
         )
     return model
 
 
-def _train_model(model_name, splits, recipe, strategy, loss, train_set, model_seed, verbose):
+def _train_model(setup, loss, train_set, model_seed):
     keras.utils.set_random_seed(model_seed)
-    model = _compiled_model(model_name, splits, recipe, strategy, loss)
-    training.fit(model, train_set, splits.validation, recipe, monitor="val_nll", seed=model_seed, verbose=verbose)
+    model = _compiled_model(setup, loss)
+    validation, verbose = setup.splits.validation, setup.verbose
+    training.fit(model, train_set, validation, setup.recipe, monitor="val_nll", seed=model_seed, verbose=verbose)
     return model
 
 
-def _calibrated(model, validation, strategy):
-    with strategy.scope():
-        scaled = calibrate(model, validation)
+def _calibrated(model, setup):
+    with setup.strategy.scope():
+        scaled = calibrate(model, setup.validation)
     return scaled, float(scaled.layers[-1].temperature.numpy())
 
 
