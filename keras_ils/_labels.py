@@ -1,4 +1,4 @@
-"""Reading the package's `y_true` forms: sparse labels, one-hot/soft targets, teacher targets.
+"""Reading the package's `y_true` forms (sparse labels, one-hot/soft targets, teacher targets); checking `y_pred`.
 
 Private helpers shared by the loss, the metrics, the `tf.data` maps and the
 teacher code. The teacher-target layout itself is documented in
@@ -138,3 +138,41 @@ def hard_labels(y_true, num_classes, y_pred_rank=None):
         one_hot, _ = split_teacher_targets(y_true, num_classes)
         return ops.cast(ops.argmax(ops.cast(one_hot > 0.5, "int32"), axis=-1), "int32")
     return ops.cast(ops.argmax(y_true, axis=-1), "int32")
+
+
+PROBABILITY_TOLERANCE = 1e-2  # |row sum - 1| and the excess over [0, 1] allowed (bfloat16 rounds by 0.4 %)
+
+
+def check_probabilities(y_pred) -> None:
+    """Refuses `y_pred` that are not probabilities: values outside [0, 1] or rows not summing to 1.
+
+    Eager values raise `ValueError`; in a TensorFlow graph the check is a
+    `tf.debugging` assertion with the same message (XLA drops assertions).
+    """
+    message = (
+        "Invalid value for argument `y_pred`. With `from_logits=False` the metric expects probabilities: values in "
+        f"[0, 1] whose rows sum to 1 (within {PROBABILITY_TOLERANCE:g}). Pass `from_logits=True` for logits."
+    )
+    sums = ops.sum(y_pred, axis=-1)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            tolerance = ops.cast(PROBABILITY_TOLERANCE, y_pred.dtype)
+            tf.debugging.assert_greater_equal(y_pred, -tolerance, message=message)
+            tf.debugging.assert_less_equal(y_pred, 1 + tolerance, message=message)
+            tf.debugging.assert_less_equal(ops.abs(sums - 1), tolerance, message=message)
+            return
+    try:
+        values, sums = ops.convert_to_numpy(y_pred), ops.convert_to_numpy(sums)
+    except Exception:  # a traced value on another backend: nothing to check
+        return
+    if values.size and (
+        values.min() < -PROBABILITY_TOLERANCE
+        or values.max() > 1 + PROBABILITY_TOLERANCE
+        or abs(sums - 1).max() > PROBABILITY_TOLERANCE
+    ):
+        raise ValueError(
+            f"{message} Received: values in [{values.min():.4g}, {values.max():.4g}], "
+            f"row sums in [{sums.min():.4g}, {sums.max():.4g}]."
+        )

@@ -182,7 +182,7 @@ def fit_temperatures(
     logits,
     labels,
     *,
-    estimator: str = "mle",
+    estimator: str = "map",
     prior_scale: float = DEFAULT_PRIOR_SCALE,
     bounds: tuple | None = None,
     iterations: int = 100,

@@ -34,6 +34,7 @@ def probabilities(outputs, *, from_logits: bool = True) -> tuple[np.ndarray, np.
     """
     outputs = np.asarray(outputs, dtype=np.float32)
     if not from_logits:
+        _labels.check_probabilities(outputs)
         return outputs, np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
     shifted = outputs - outputs.max(axis=-1, keepdims=True)
     log_probabilities = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))

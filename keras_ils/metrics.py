@@ -49,44 +49,6 @@ def bin_index(probabilities, num_bins):
     return ops.clip(index, 0, num_bins - 1)
 
 
-PROBABILITY_TOLERANCE = 1e-2  # |row sum - 1| and the excess over [0, 1] allowed (bfloat16 rounds by 0.4 %)
-
-
-def _check_probabilities(y_pred) -> None:
-    """Refuses `y_pred` that are not probabilities: values outside [0, 1] or rows not summing to 1.
-
-    Eager values raise `ValueError`; in a TensorFlow graph the check is a
-    `tf.debugging` assertion with the same message (XLA drops assertions).
-    """
-    message = (
-        "Invalid value for argument `y_pred`. With `from_logits=False` the metric expects probabilities: values in "
-        f"[0, 1] whose rows sum to 1 (within {PROBABILITY_TOLERANCE:g}). Pass `from_logits=True` for logits."
-    )
-    sums = ops.sum(y_pred, axis=-1)
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        if not tf.executing_eagerly():
-            tolerance = ops.cast(PROBABILITY_TOLERANCE, y_pred.dtype)
-            tf.debugging.assert_greater_equal(y_pred, -tolerance, message=message)
-            tf.debugging.assert_less_equal(y_pred, 1 + tolerance, message=message)
-            tf.debugging.assert_less_equal(ops.abs(sums - 1), tolerance, message=message)
-            return
-    try:
-        values, sums = ops.convert_to_numpy(y_pred), ops.convert_to_numpy(sums)
-    except Exception:  # a traced value on another backend: nothing to check
-        return
-    if values.size and (
-        values.min() < -PROBABILITY_TOLERANCE
-        or values.max() > 1 + PROBABILITY_TOLERANCE
-        or abs(sums - 1).max() > PROBABILITY_TOLERANCE
-    ):
-        raise ValueError(
-            f"{message} Received: values in [{values.min():.4g}, {values.max():.4g}], "
-            f"row sums in [{sums.min():.4g}, {sums.max():.4g}]."
-        )
-
-
 class _CalibrationMetric(keras.metrics.Metric):
     """Shared argument handling: probabilities, hard labels and weights, flattened to rows."""
 
@@ -122,7 +84,7 @@ class _CalibrationMetric(keras.metrics.Metric):
             probabilities = ops.exp(log_probabilities)
         else:
             if self._reads_probabilities:
-                _check_probabilities(y_pred)
+                _labels.check_probabilities(y_pred)
             probabilities = y_pred
             log_probabilities = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
         if len(probabilities.shape) != 2:  # a sequence or image of predictions: one row each

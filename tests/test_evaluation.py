@@ -133,3 +133,9 @@ def test_bad_group_mask():
     model, x, y = _model_and_data()
     with pytest.raises(ValueError, match="mask of group 'g'"):
         evaluation.evaluate(model, (x, y), groups={"g": np.ones(3, bool)})
+
+
+def test_logits_given_as_probabilities_are_refused():
+    logits = np.array([[2.0, -1.0, 0.5], [0.1, 3.0, -2.0]])
+    with pytest.raises(ValueError, match="Invalid value for argument `y_pred`.*from_logits=True"):
+        evaluation.scores(logits, [0, 1], from_logits=False)

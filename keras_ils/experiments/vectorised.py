@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_ils._checks import integer_at_least
-from keras_ils.calibration import fit_temperatures  # noqa: F401  (re-exported: the protocol's name for it)
+from keras_ils.calibration import fit_temperatures  # noqa: F401  (re-exported beside the trainer)
 
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
 

@@ -43,7 +43,8 @@ def markdown(results: dict, summary: dict, command: str) -> str:
         f"{results['n_test']} test points per class, {results['models_trained']} models trained "
         f"({results['model_epochs']} model-epochs) in {results['seconds']:.0f} s"
         f"{' (quick grids)' if results['quick'] else ''}; initialisation: {results.get('init', 'keras')}, "
-        f"{_SEEDS[results.get('shared_seeds', True)]}.\n\n"
+        f"{_SEEDS[results.get('shared_seeds', True)]}; temperature fit: "
+        f"{results.get('temperature_estimator', 'mle')}.\n\n"
     )
     w("Each cell: ours (paper). cwECE (authors' code) is the package's `class_conditional_ece`, the quantity the ")
     w("paper's cwECE column prints; cwECE (Eq. 2) is the package's `cwece`. The paper prints only the first.\n\n")

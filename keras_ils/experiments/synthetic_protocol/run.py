@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from keras_ils import calibration, tuning
-from keras_ils._checks import integer_at_least
+from keras_ils._checks import integer_at_least, invalid
 from keras_ils.experiments import synthetic, vectorised
 from keras_ils.experiments.synthetic_protocol.paper import ROWS, row_key
 from keras_ils.experiments.synthetic_protocol.scoring import empty_curves, replicate_rows
@@ -66,6 +66,7 @@ def run_replicates(
     pool_size: int = 256,
     init: str = "keras",
     shared_seeds: bool = True,
+    temperature_estimator: str = "map",
     log=print,
 ) -> dict:
     """Runs the protocol on `replicates` datasets; returns per-replicate rows, curve sums and timings.
@@ -88,6 +89,11 @@ def run_replicates(
             differ only in their targets; `False` gives every model its own
             seed, so that selecting the best of a grid also selects a lucky
             initialisation (more so for larger grids). Defaults to `True`.
+        temperature_estimator: every model's temperature fit,
+            `keras_ils.calibration.fit_temperatures`' `estimator`: `"map"`
+            (the package's), `"mle"` (Guo et al., what the tables of
+            docs/synthetic_experiments.md were made with) or `"authors"`
+            (T in [0.8, 3], the paper's code). Defaults to `"map"`.
         log: progress printer, or `None`. Defaults to `print`.
 
     Returns:
@@ -95,7 +101,7 @@ def run_replicates(
         hyperparameters per replicate]}`), `"curves"` (bin sums for Fig. 4),
         `"models_trained"`, `"seconds"` and the settings.
     """
-    _check_arguments(replicates, n_test, group, init)
+    _check_arguments(replicates, n_test, group, init, temperature_estimator)
     grid = grids(quick)
     free, taught = model_configs(grid)
     training = dict(seed=seed, shared_seeds=shared_seeds, init=init, epochs=epochs, pool_size=pool_size)
@@ -110,7 +116,7 @@ def run_replicates(
     if log:
         log(f"No LS and LS models of {replicates} replicates: {trained} models, {time.time() - started:.0f} s")
     # 2. the calibrated teacher's logits on the training set
-    teacher_t, calibrated = _calibrated_teachers(data, first_stage, len(free))
+    teacher_t, calibrated = _calibrated_teachers(data, first_stage, len(free), temperature_estimator)
     for first in range(0, replicates, group):
         # 3. every ILS target from the calibrated teacher, once; the ILS models of `group` replicates together
         reps = list(range(first, min(first + group, replicates)))
@@ -120,7 +126,7 @@ def run_replicates(
         # 4. selection and test metrics, replicate by replicate
         for i, r in enumerate(reps):
             weights = _replicate_weights(first_stage, r, len(free), second_stage, i, len(taught))
-            replicate_rows(data[r], free + taught, weights, teacher_t[r], per_replicate, curves)
+            replicate_rows(data[r], free + taught, weights, teacher_t[r], per_replicate, curves, temperature_estimator)
         if log:
             log(f"replicates {reps[-1] + 1}/{replicates}: {trained} models, {time.time() - started:.0f} s")
     return dict(
@@ -131,6 +137,7 @@ def run_replicates(
         epochs=epochs,
         init=init,
         shared_seeds=shared_seeds,
+        temperature_estimator=temperature_estimator,
         grid={name: list(values) for name, values in grid.items()},
         per_replicate=per_replicate,
         curves={t: {k: v.tolist() for k, v in c.items()} for t, c in curves.items()},
@@ -141,7 +148,7 @@ def run_replicates(
     )
 
 
-def _check_arguments(replicates, n_test, group, init):
+def _check_arguments(replicates, n_test, group, init, temperature_estimator):
     integer_at_least("replicates", replicates, 1)
     integer_at_least("n_test", n_test, 1)
     integer_at_least("group", group, 1)
@@ -149,6 +156,8 @@ def _check_arguments(replicates, n_test, group, init):
         raise ValueError(
             f"Invalid value for argument `init`. Expected one of {vectorised.INITIALISATIONS}. Received: init={init!r}"
         )
+    if temperature_estimator not in calibration.ESTIMATORS:
+        raise invalid("temperature_estimator", f"one of {calibration.ESTIMATORS}", temperature_estimator)
 
 
 def _datasets(replicates, seed, n_test):
@@ -194,13 +203,15 @@ def _train_stage(data, reps, configs, offset, teacher_logits, *, seed, shared_se
     )
 
 
-def _calibrated_teachers(data, first_stage, models_per_replicate):
+def _calibrated_teachers(data, first_stage, models_per_replicate, estimator):
     """Every replicate's No LS teacher (its first model): `T*` on validation, calibrated logits on training."""
     reps = range(len(data))
     teacher_rows = np.arange(len(data)) * models_per_replicate
     teacher_weights = [(k[teacher_rows], b[teacher_rows]) for k, b in first_stage.weights]
     teacher_val = vectorised.mlp_logits(teacher_weights, np.stack([data[r]["val"].x for r in reps]))
-    teacher_t = calibration.fit_temperatures(teacher_val, np.stack([data[r]["val"].y for r in reps]))
+    teacher_t = calibration.fit_temperatures(
+        teacher_val, np.stack([data[r]["val"].y for r in reps]), estimator=estimator
+    )
     teacher_train = vectorised.mlp_logits(teacher_weights, np.stack([data[r]["train"].x for r in reps]))
     return teacher_t, (teacher_train / teacher_t[:, None, None]).astype(np.float32)
 

@@ -53,7 +53,7 @@ def empty_curves(num_students: int) -> dict:
     }
 
 
-def replicate_rows(data, configs, weights, teacher_temperature, per_replicate, curves):
+def replicate_rows(data, configs, weights, teacher_temperature, per_replicate, curves, temperature_estimator="map"):
     """Chooses every row's model of one replicate on validation, scores it on test, adds the Fig. 4 bin sums.
 
     Args:
@@ -65,7 +65,7 @@ def replicate_rows(data, configs, weights, teacher_temperature, per_replicate, c
         per_replicate: `{row key: [...]}`; each row's scores are appended.
         curves: `empty_curves`' sums, added to.
     """
-    temperatures, chosen = _choose(data["val"], configs, weights)
+    temperatures, chosen = _choose(data["val"], configs, weights, temperature_estimator)
     ls_models = [i for i, (name, _) in enumerate(configs) if name.startswith("Standard LS")]
     needed = sorted({m for m, _ in chosen.values()} | set(ls_models) | {0})
     test_logits = dict(
@@ -94,11 +94,11 @@ def _select(values, candidates):
     return candidates[int(np.argmin(values[candidates]))]
 
 
-def _choose(val, configs, weights):
+def _choose(val, configs, weights, temperature_estimator):
     """Every model's temperature, and each row's `(chosen model, the validation losses it was chosen by)`."""
     val_logits = vectorised.mlp_logits(weights, val.x)
     val_labels = np.broadcast_to(val.y, val_logits.shape[:2])
-    temperatures = calibration.fit_temperatures(val_logits, val_labels)
+    temperatures = calibration.fit_temperatures(val_logits, val_labels, estimator=temperature_estimator)
     raw_loss = _nll(val_logits, val_labels)
     scaled_loss = _nll(val_logits / temperatures[:, None, None], val_labels)
     dense_loss = _nll(val_logits[:, val.dense], val_labels[:, val.dense])
