@@ -142,6 +142,15 @@ class ILSHyperModel(keras_tuner.HyperModel):
     teacher) and validate on hard labels. `fit` adds early stopping on the
     objective (best epoch restored) unless you pass an `EarlyStopping`.
 
+    Reproducible trials: pass the training data to `tuner.search` as a
+    zero-argument function that makes the dataset (`lambda:
+    make_training_dataset()`); `fit` calls it in every trial, after
+    `keras.utils.set_random_seed(seed)`, so a trial's batch order and
+    augmentation depend on `seed` alone. A dataset object shared by all
+    trials reshuffles on from where the previous trial left it, so the same
+    trial re-run after an interrupted search would see other batches and
+    score differently.
+
     Everything that can be checked is checked when the tuner is created (it
     builds the hypermodel once to learn the space), before any trial: the
     search space, that `build_model` returns a compiled model with
@@ -159,8 +168,10 @@ class ILSHyperModel(keras_tuner.HyperModel):
         patience: early-stopping patience in epochs (paper: 10); `None`
             adds no early stopping. Defaults to `10`.
         seed: when given, `keras.utils.set_random_seed(seed)` runs before
-            every build, so all trials start from the same initial weights
-            and differ only in their hyperparameters. Defaults to `None`.
+            every build and every fit, so all trials start from the same
+            initial weights (and, with a dataset function, see the same
+            batches) and differ only in their hyperparameters. Defaults to
+            `None`.
         loss_options: further `ILSLoss` arguments shared by all trials
             (`max_epsilon`, `family`). Defaults to `None`.
 
@@ -261,6 +272,12 @@ class ILSHyperModel(keras_tuner.HyperModel):
                     restore_best_weights=True,
                 )
             )
+        if self.seed is not None:
+            keras.utils.set_random_seed(self.seed)  # before the dataset is made: its random ops take this seed
+        if args and callable(args[0]):
+            args = (args[0](),) + tuple(args[1:])
+        elif callable(kwargs.get("x")):
+            kwargs["x"] = kwargs["x"]()
         if isinstance(kwargs.get("x", args[0] if args else None), tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # a dataset shuffles itself; Keras warns about `shuffle=True`
         return model.fit(*args, callbacks=callbacks, **kwargs)
