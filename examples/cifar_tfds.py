@@ -57,14 +57,14 @@ def main(argv=None):
     metrics = lambda: keras_ils.metrics.calibration_metrics(splits.num_classes, from_logits=True)  # noqa: E731
 
     with strategy.scope():
-        teacher = models.build(args.model, splits.num_classes, splits.input_shape)
+        teacher = models.build(args.model, splits.num_classes, splits.input_shape, recipe.weight_decay)
         teacher.compile(recipe.build_optimizer(), keras_ils.ILSLoss(method="none"), metrics=metrics()[:1])
     training.fit(teacher, splits.train, splits.validation, recipe, verbose=2)
     with strategy.scope():
         calibrated_teacher = keras_ils.calibrate(teacher, validation)
 
     with strategy.scope():
-        student = models.build(args.model, splits.num_classes, splits.input_shape)
+        student = models.build(args.model, splits.num_classes, splits.input_shape, recipe.weight_decay)
         if args.online:  # the teacher scores every augmented batch; the labels stay sparse
             trainee, train = OnlineTeacher(student, calibrated_teacher), splits.train
         else:  # cached: clean-image teacher rows attached before shuffling and augmentation

@@ -318,13 +318,8 @@ def _search(spec, method, teacher_scaled):
     train_with_teacher = data.with_teacher_targets(setup.splits.train, teacher_logits)
     train = training.training_pipeline(train_with_teacher, setup.recipe, setup.seed)
 
-    def build_model(hp):
-        model = _compiled_model(setup)
-        training.apply_weight_decay(model, setup.recipe.weight_decay)
-        return model
-
     hypermodel = tuning.ILSHyperModel(
-        build_model,
+        lambda hp: _compiled_model(setup),
         setup.splits.num_classes,
         method=method,
         search_space=spec.search_space,
@@ -411,10 +406,12 @@ class _Report:
 
 
 def _compiled_model(setup, loss=None):
+    """`setup`'s network with the recipe's weight decay on its kernels, compiled with the recipe's optimizer."""
+    splits, recipe = setup.splits, setup.recipe
     with setup.strategy.scope():
-        model = models.build(setup.model_name, setup.splits.num_classes, setup.splits.input_shape)
+        model = models.build(setup.model_name, splits.num_classes, splits.input_shape, recipe.weight_decay)
         model.compile(
-            optimizer=setup.recipe.build_optimizer(),
+            optimizer=recipe.build_optimizer(),
             loss=loss,
             metrics=[_metrics.TopLabelAccuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
         )

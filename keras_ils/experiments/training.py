@@ -7,8 +7,10 @@
   for CIFAR (paper appendix, ResNet recipe).
 
 The best validation epoch (lowest hard-label cross-entropy, `monitor`) is
-always restored. Weight decay is coupled L2 on the kernels, as PyTorch's SGD
-applies it (`apply_weight_decay`); it never enters the monitored `val_nll`.
+always restored. Weight decay (`Recipe.weight_decay`) is the model's, not the
+optimizer's: coupled L2 on the kernels, as PyTorch's SGD applies it, put there
+by `models.build(..., weight_decay=recipe.weight_decay)`; it never enters the
+monitored `val_nll`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class Recipe:
     augment: bool = False  # random crop (4-pixel pad) and horizontal flip, for CIFAR
 
     def build_optimizer(self):
-        """The optimizer; weight decay is not its business (see `apply_weight_decay`)."""
+        """The optimizer; weight decay is not its business (the model's kernels carry it, see `models.build`)."""
         if self.optimizer == "adam":
             return keras.optimizers.Adam(self.learning_rate)
         return keras.optimizers.SGD(self.learning_rate, momentum=self.momentum)
@@ -69,30 +71,6 @@ def recipe_for(model_name: str, dataset_name: str = "", **overrides) -> Recipe:
     return dataclasses.replace(recipe, **overrides)
 
 
-def apply_weight_decay(model, weight_decay: float | None) -> None:
-    """Adds `weight_decay / 2 * ||W||^2` for every trainable Conv/Dense kernel of `model`.
-
-    This is PyTorch's SGD `weight_decay` (the paper's recipe): `weight_decay * W`
-    joins the gradient and so passes through momentum. Keras' own optimizer
-    `weight_decay` is decoupled and, under momentum 0.9, about ten times weaker.
-    The penalty enters the training loss (and Keras' `val_loss`), never the
-    hard-label `val_nll` metric that model selection monitors. It is a training
-    setting: a saved model does not keep it.
-
-    Example:
-
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, kernel_initializer="ones")])
-    >>> apply_weight_decay(model, 0.1)
-    >>> [round(float(loss), 4) for loss in model.losses]   # 0.05 * (1 + 1)
-    [0.1]
-    """
-    if not weight_decay:
-        return
-    for layer in model._flatten_layers(include_self=False):
-        if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense)) and layer.trainable:
-            layer.kernel.regularizer = keras.regularizers.L2(weight_decay / 2)
-
-
 def augment_cifar(x, y):
     """Random crop after 4-pixel zero padding, and a random horizontal flip (He et al., 2016)."""
     height, width = x.shape[0], x.shape[1]
@@ -125,13 +103,14 @@ def fit(
 ):
     """Trains a compiled `model` by `recipe`; returns the Keras `History`.
 
+    `recipe.weight_decay` is not applied here: build the model with it
+    (`models.build(name, num_classes, input_shape, weight_decay=recipe.weight_decay)`).
     The epoch with the lowest `monitor` is restored. Monitor a hard-label
     cross-entropy: `val_loss` of `ILSLoss` on sparse labels is one, except for
     `method="ls"` (label-smoothed) and the bootstrap baseline; compiling with
     `keras_ils.metrics.NegativeLogLikelihood(from_logits=True)` and monitoring
     `"val_nll"` is right for every loss.
     """
-    apply_weight_decay(model, recipe.weight_decay)
     callbacks = [
         keras.callbacks.EarlyStopping(
             monitor=monitor,

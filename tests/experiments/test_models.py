@@ -1,5 +1,7 @@
 import keras
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_ils.experiments import models
 
@@ -41,3 +43,40 @@ def test_lenet_parameter_count():
 def test_unknown_or_invalid_model(name):
     with pytest.raises(ValueError, match="Invalid value for argument"):
         models.build(name, 10, (32, 32, 3))
+
+
+@pytest.mark.parametrize(
+    "name, input_shape", [("mlp", (2,)), ("lenet", (32, 32, 3)), ("resnet8", (8, 8, 3)), ("wrn-10-2", (8, 8, 3))]
+)
+def test_weight_decay_is_coupled_l2_on_every_kernel_like_pytorch_sgd(name, input_shape):
+    model = models.build(name, 10, input_shape, weight_decay=1e-2)
+    layers = [layer for layer in model.layers if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense))]
+    kernels = [layer.kernel for layer in layers]
+    assert len(kernels) == len(model.losses) > 1  # one penalty per Conv2D/Dense kernel, none on biases or BN
+    with tf.GradientTape() as tape:
+        penalty = tf.add_n(model.losses)
+    expected = 1e-2 / 2 * sum(float(np.sum(kernel.numpy().astype(np.float64) ** 2)) for kernel in kernels)
+    np.testing.assert_allclose(float(penalty), expected, rtol=1e-5)
+    for kernel, grad in zip(kernels, tape.gradient(penalty, kernels), strict=True):
+        np.testing.assert_allclose(grad, 1e-2 * kernel.numpy(), rtol=1e-5)  # PyTorch adds weight_decay * W
+
+
+def test_weight_decay_enters_the_training_loss():
+    model = models.mlp(3, (2,), hidden_layers=1, units=4, weight_decay=0.1)
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = np.ones((4, 2), "float32"), np.array([0, 1, 2, 0])
+    plain = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, model.predict(x, verbose=0))
+    kernels = [layer.kernel.numpy() for layer in model.layers]
+    penalty = 0.05 * sum(float(np.sum(kernel.astype(np.float64) ** 2)) for kernel in kernels)
+    np.testing.assert_allclose(model.evaluate(x, y, verbose=0), float(plain) + penalty, rtol=1e-5)
+
+
+@pytest.mark.parametrize("weight_decay", [None, 0, 0.0])
+def test_no_weight_decay_no_regulariser(weight_decay):
+    assert models.build("lenet", 10, (32, 32, 3), weight_decay=weight_decay).losses == []
+
+
+@pytest.mark.parametrize("weight_decay", [-1e-4, float("nan"), "1e-4", True])
+def test_bad_weight_decay(weight_decay):
+    with pytest.raises(ValueError, match="Invalid value for argument `weight_decay`"):
+        models.build("mlp", 3, (2,), weight_decay=weight_decay)
