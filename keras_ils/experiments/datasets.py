@@ -3,11 +3,26 @@
 Every loader returns `Splits`: unbatched `(x, y)` datasets in a fixed order,
 features as float32 (images standardised per channel with training-set
 statistics), labels int32.
+
+Validation splits. The validation split is where the teacher's temperature
+`T*` is fitted, where every model's best epoch is chosen and where
+hyperparameters are searched, so it has to represent every class. The
+default share is 20 % of `train` (Guo et al., 2017, and the paper, §5);
+`validation_fraction=0.1` is the paper's 45K/5K split of CIFAR's training set.
+A split with no validation example of some class (or, for tfds, no training
+example) is a `ValueError` naming the class and its counts: `T*` and the
+model selection would never see that class, and the run would report
+calibration it never measured. A class with fewer than
+`MIN_VALIDATION_PER_CLASS` (5) validation examples is only a `UserWarning`:
+the run is valid, but the temperature fit and the hyperparameter choice rest
+on that few examples of the class, and a user with a rare class may accept
+that knowingly.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -16,6 +31,8 @@ import tensorflow as tf
 from keras_ils.experiments import synthetic
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+DEFAULT_VALIDATION_FRACTION = 0.2
+MIN_VALIDATION_PER_CLASS = 5
 
 
 class Splits(NamedTuple):
@@ -63,11 +80,96 @@ def _standardise(x_train, *others):
     return [((x - mean) / std).astype(np.float32) for x in (x_train, *others)]
 
 
-def load_npz(path: str, validation_fraction: float = 0.1, seed: int = 0) -> Splits:
-    """A user's `.npz` with `x_train, y_train, x_test, y_test`; validation carved from train.
+def _class_list(counts, classes, limit=8):
+    """'class 2 (3), class 5 (1)' for the first `limit` classes, then '... and N more'."""
+    shown = ", ".join(f"class {c} ({int(counts[c])})" for c in classes[:limit])
+    return shown + (f" and {len(classes) - limit} more" if len(classes) > limit else "")
 
-    A seeded permutation of the training set puts `validation_fraction` of it
-    (10 % by default, the paper's 45K/5K on CIFAR) aside for validation.
+
+def _check_split(source, train_counts, validation_counts, advice):
+    """Every class in training and validation (else ValueError), >= 5 validation examples (else UserWarning)."""
+    for counts, split in ((train_counts, "training"), (validation_counts, "validation")):
+        absent = np.flatnonzero(counts == 0)
+        if len(absent):
+            c, others = int(absent[0]), absent[1:].tolist()
+            more = f", nor of classes {others[:8]}{' ...' if len(others) > 8 else ''}" if others else ""
+            raise ValueError(
+                f"{source}: the {split} split has no example of class {c} (training {int(train_counts[c])}, "
+                f"validation {int(validation_counts[c])}){more}. The teacher's temperature T* and the model "
+                "selection need every class in both splits." + (f" {advice}" if split == "validation" else "")
+            )
+    few = np.flatnonzero(validation_counts < MIN_VALIDATION_PER_CLASS)
+    if len(few):
+        warnings.warn(
+            f"{source}: the validation split has fewer than {MIN_VALIDATION_PER_CLASS} examples of "
+            f"{_class_list(validation_counts, few)}. The teacher's temperature T*, each model's best epoch and "
+            "the hyperparameter choice rest on that many examples of those classes, so expect noisy "
+            f"calibration for them. {advice}",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _stratified_split(y, num_classes, validation_fraction, seed):
+    """`(train_rows, validation_rows)`: a seeded permutation of each class, its share in proportion.
+
+    The validation split holds `round(validation_fraction * len(y))` examples
+    (more only where the minimum of one per class needs them), shared among
+    the classes in proportion to their counts (largest remainders): at least
+    one of every class with two or more examples, never all of a class.
+    """
+    counts = np.bincount(y, minlength=num_classes)
+    quota = validation_fraction * counts
+    take = np.where(counts >= 2, np.maximum(np.floor(quota), 1), 0).astype(int)
+    room = take < counts - 1  # the classes that can give one more
+    remaining = int(round(validation_fraction * len(y))) - take.sum()
+    if remaining > 0:
+        order = [c for c in np.argsort(-(quota - take), kind="stable") if room[c]]
+        take[order[:remaining]] += 1
+    rng = np.random.default_rng(seed)
+    train_rows, validation_rows = [], []
+    for c, rows in enumerate(np.split(np.argsort(y, kind="stable"), np.cumsum(counts)[:-1])):
+        rows = rng.permutation(rows)
+        validation_rows.append(rows[: take[c]])
+        train_rows.append(rows[take[c] :])
+    return rng.permutation(np.concatenate(train_rows)), rng.permutation(np.concatenate(validation_rows))
+
+
+def load_npz(
+    path: str,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    seed: int = 0,
+) -> Splits:
+    """A user's `.npz` with `x_train, y_train, x_test, y_test`; a stratified validation split carved from train.
+
+    Each class is permuted with `seed` and gives its share of
+    `validation_fraction` to validation, so the split keeps the class
+    proportions, every class with two or more training examples gets at least
+    one validation example, and the same seed gives the same split. A class
+    with a single training example is a `ValueError` (it cannot be in both
+    splits); fewer than 5 validation examples of a class is a `UserWarning`
+    (see the module docstring).
+
+    Args:
+        path: the `.npz` file. `x_train`, `x_test`: numbers; `y_train`,
+            `y_test`: 1-D integer class indices.
+        validation_fraction: share of `x_train` set aside for validation, in
+            (0, 1). Defaults to `0.2`; `0.1` is the paper's 45K/5K on CIFAR.
+        seed: seed of the split. Defaults to `0`.
+
+    Returns:
+        `Splits`, features standardised with training-split statistics.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.npz")
+    >>> rng = np.random.default_rng(0)
+    >>> np.savez(path, x_train=rng.normal(size=(100, 4)), y_train=np.arange(100) % 4,
+    ...          x_test=rng.normal(size=(20, 4)), y_test=np.arange(20) % 4)
+    >>> splits = load_npz(path)
+    >>> [int(d.cardinality()) for d in (splits.train, splits.validation, splits.test)], splits.num_classes
+    ([80, 20, 20], 4)
     """
     _check_fraction(validation_fraction)
     if not os.path.isfile(path):
@@ -84,14 +186,18 @@ def load_npz(path: str, validation_fraction: float = 0.1, seed: int = 0) -> Spli
             raise ValueError(f"{path}: x_{split} has {len(x)} rows but y_{split} has {len(y)}.")
         if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
             raise ValueError(f"{path}: y_{split} must be a 1-D array of integer labels; got {y.dtype} {y.shape}.")
-    if x_train.ndim == 3:  # grey images without a channel axis
-        x_train, x_test = x_train[..., None], x_test[..., None]
     num_classes = int(max(y_train.max(), y_test.max())) + 1
     if min(y_train.min(), y_test.min()) < 0 or num_classes < 2:
         raise ValueError(f"{path}: labels must be class indices in [0, K) with K >= 2.")
-    order = np.random.default_rng(seed).permutation(len(x_train))
-    n_validation = max(1, int(round(validation_fraction * len(x_train))))
-    validation_rows, train_rows = order[:n_validation], order[n_validation:]
+    if x_train.ndim == 3:  # grey images without a channel axis
+        x_train, x_test = x_train[..., None], x_test[..., None]
+    train_rows, validation_rows = _stratified_split(y_train, num_classes, validation_fraction, seed)
+    _check_split(
+        path,
+        np.bincount(y_train[train_rows], minlength=num_classes),
+        np.bincount(y_train[validation_rows], minlength=num_classes),
+        "Give each class more examples in y_train, or a larger validation fraction.",
+    )
     x_train, x_validation, x_test = _standardise(x_train[train_rows], x_train[validation_rows], x_test)
     make = lambda x, y: tf.data.Dataset.from_tensor_slices((x, y.astype(np.int32)))  # noqa: E731
     return Splits(
@@ -105,12 +211,27 @@ def load_npz(path: str, validation_fraction: float = 0.1, seed: int = 0) -> Spli
     )
 
 
-def load_tfds(name: str, data_dir: str | None = None, validation_fraction: float = 0.1) -> Splits:
+def _count_labels(y, num_classes, source):
+    """Per-class counts of a batch of tfds labels, which must lie in [0, num_classes)."""
+    if y.size and (y.min() < 0 or y.max() >= num_classes):
+        raise ValueError(f"{source}: labels outside [0, {num_classes}) (smallest {y.min()}, largest {y.max()}).")
+    return np.bincount(y, minlength=num_classes)
+
+
+def load_tfds(
+    name: str,
+    data_dir: str | None = None,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+) -> Splits:
     """A tensorflow-datasets dataset with `train` and `test` splits and supervised keys.
 
-    The last `validation_fraction` of `train` (whole percent) is the
-    validation split. Images are scaled to [0, 1] and standardised per channel
-    with statistics of the training split. Downloading is tfds's business.
+    The last `validation_fraction` of `train` (whole percent; 20 % by
+    default, `0.1` is the paper's 45K/5K on CIFAR) is the validation split.
+    Its labels are counted: a class with no validation (or training) example
+    is a `ValueError`, fewer than 5 validation examples a `UserWarning` (see
+    the module docstring). Images are scaled to [0, 1] and standardised per
+    channel with statistics of the training split. Downloading is tfds's
+    business.
     """
     import tensorflow_datasets as tfds
 
@@ -128,6 +249,7 @@ def load_tfds(name: str, data_dir: str | None = None, validation_fraction: float
     info = builder.info
     if info.supervised_keys is None or "label" not in info.features:
         raise ValueError(f"tfds:{name} has no labels (no supervised keys); it cannot train a classifier.")
+    known_classes = int(info.features["label"].num_classes)
     cut = 100 - int(round(percent))
     train, validation, test = tfds.load(
         name,
@@ -142,25 +264,44 @@ def load_tfds(name: str, data_dir: str | None = None, validation_fraction: float
         ds.map(to_float, num_parallel_calls=tf.data.AUTOTUNE) for ds in (train, validation, test)
     )
     total, squares, count = 0.0, 0.0, 0
-    for x, _ in train.batch(1024):
+    train_counts = np.zeros(known_classes, np.int64)
+    for x, y in train.batch(1024):
         x = x.numpy().astype(np.float64)
         total = total + x.sum(axis=(0, 1, 2))
         squares = squares + (x**2).sum(axis=(0, 1, 2))
         count += x.shape[0] * x.shape[1] * x.shape[2]
+        train_counts += _count_labels(y.numpy(), known_classes, f"tfds:{name}")
     if count == 0:
         raise ValueError(f"tfds:{name} has an empty training split.")
+    _check_split(
+        f"tfds:{name} (train[:{cut}%] for training, train[{cut}%:] for validation)",
+        train_counts,
+        sum(
+            (_count_labels(y.numpy(), known_classes, f"tfds:{name}") for _, y in validation.batch(1024)),
+            np.zeros(known_classes, np.int64),
+        ),
+        "A larger validation fraction may help.",
+    )
     mean = (total / count).astype(np.float32)
     std = (np.sqrt(np.maximum(squares / count - (total / count) ** 2, 0)) + 1e-7).astype(np.float32)
     standardise = lambda x, y: ((x - mean) / std, y)  # noqa: E731
     train, validation, test = (
         ds.map(standardise, num_parallel_calls=tf.data.AUTOTUNE) for ds in (train, validation, test)
     )
-    num_classes = int(info.features["label"].num_classes)
-    return Splits(train, validation, test, num_classes, image_shape, name, {})
+    return Splits(train, validation, test, known_classes, image_shape, name, {})
 
 
-def load(spec: str, *, data_dir: str | None = None, validation_fraction: float = 0.1, seed: int = 0) -> Splits:
+def load(
+    spec: str,
+    *,
+    data_dir: str | None = None,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    seed: int = 0,
+) -> Splits:
     """`"synthetic"`, `"tfds:NAME"` or a path ending in `.npz`.
+
+    `validation_fraction` (default 20 %) applies to tfds and `.npz` data; the
+    synthetic task has its own validation set (50 per class).
 
     Example:
 
@@ -168,6 +309,7 @@ def load(spec: str, *, data_dir: str | None = None, validation_fraction: float =
     'synthetic'
     """
     if spec == "synthetic":
+        _check_fraction(validation_fraction)
         return load_synthetic(seed=seed)
     if spec.startswith("tfds:"):
         return load_tfds(spec[5:], data_dir=data_dir, validation_fraction=validation_fraction)

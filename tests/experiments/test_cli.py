@@ -49,7 +49,7 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
 
 
 def test_run_on_tfds_images_with_lenet(tmp_path):
-    with tfds.testing.mock_data(num_examples=16):
+    with tfds.testing.mock_data(num_examples=200):  # every class in validation
         code = cli.main(
             [
                 "run",

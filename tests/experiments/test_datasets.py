@@ -1,5 +1,8 @@
+import inspect
+
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_ils.experiments import datasets
@@ -13,7 +16,7 @@ def test_synthetic_protocol():
 
 
 def test_tfds_with_mock_data():
-    with tfds.testing.mock_data(num_examples=24):
+    with tfds.testing.mock_data(num_examples=200):  # every class >= 5 times (mock splits ignore slicing)
         splits = datasets.load("tfds:cifar10")
         x, y = next(iter(splits.train))
     assert splits.num_classes == 10 and splits.input_shape == (32, 32, 3) and splits.is_image
@@ -29,7 +32,7 @@ def _npz(tmp_path, **arrays):
     rng = np.random.default_rng(0)
     base = dict(
         x_train=rng.normal(size=(100, 5)),
-        y_train=rng.integers(0, 4, 100),
+        y_train=rng.permutation(np.arange(100) % 4),
         x_test=rng.normal(size=(30, 5)),
         y_test=rng.integers(0, 4, 30),
     )
@@ -40,6 +43,10 @@ def _npz(tmp_path, **arrays):
     return str(path)
 
 
+def _labels(dataset):
+    return np.array([int(y) for _, y in dataset])
+
+
 def test_npz_split_and_standardisation(tmp_path):
     splits = datasets.load(_npz(tmp_path), validation_fraction=0.2, seed=1)
     assert [int(d.cardinality()) for d in (splits.train, splits.validation, splits.test)] == [80, 20, 30]
@@ -47,6 +54,56 @@ def test_npz_split_and_standardisation(tmp_path):
     np.testing.assert_allclose(x.mean(0), 0, atol=1e-5)
     np.testing.assert_allclose(x.std(0), 1, atol=1e-4)
     assert splits.num_classes == 4
+
+
+def test_default_validation_share_is_20_percent(tmp_path):
+    for loader in (datasets.load, datasets.load_npz, datasets.load_tfds):
+        assert inspect.signature(loader).parameters["validation_fraction"].default == 0.2
+    splits = datasets.load(_npz(tmp_path))
+    assert [int(d.cardinality()) for d in (splits.train, splits.validation)] == [80, 20]
+
+
+class TestStratifiedSplit:
+    # 120 training examples: classes of 70, 30, 12, 6 and 2 (sorted by class, as scikit-learn's sets are)
+    COUNTS = (70, 30, 12, 6, 2)
+
+    def _splits(self, tmp_path, seed, fraction=0.2):
+        y = np.repeat(np.arange(len(self.COUNTS)), self.COUNTS)
+        x = np.arange(len(y), dtype=float)[:, None]  # the row number, to compare splits
+        path = _npz(tmp_path, x_train=x, y_train=y, x_test=np.zeros((5, 1)), y_test=np.arange(5))
+        with pytest.warns(UserWarning):  # classes 3 and 4 have < 5 validation examples
+            return datasets.load_npz(path, validation_fraction=fraction, seed=seed)
+
+    def test_every_class_in_validation_in_proportion(self, tmp_path):
+        splits = self._splits(tmp_path, seed=0)
+        counts = np.bincount(_labels(splits.validation), minlength=5)
+        np.testing.assert_array_equal(counts, [14, 6, 2, 1, 1])  # 20 % of each class, at least 1
+        assert counts.sum() + int(splits.train.cardinality()) == 120
+        np.testing.assert_array_equal(np.bincount(_labels(splits.train)), np.array(self.COUNTS) - counts)
+
+    def test_reproducible_per_seed(self, tmp_path):
+        def validation_rows(seed):
+            splits = self._splits(tmp_path, seed)
+            return sorted(int(y) * 1000 + float(x[0]) for x, y in splits.validation)
+
+        assert validation_rows(3) == validation_rows(3)
+        assert validation_rows(3) != validation_rows(4)
+
+    def test_small_fraction_still_gives_every_class_one(self, tmp_path):
+        splits = self._splits(tmp_path, seed=0, fraction=0.01)
+        assert (np.bincount(_labels(splits.validation), minlength=5) >= 1).all()
+
+    def test_class_with_one_training_example_is_an_error(self, tmp_path):
+        y = np.array([0] * 10 + [1] * 10 + [2])
+        path = _npz(tmp_path, x_train=np.zeros((21, 2)), y_train=y, x_test=np.zeros((3, 2)), y_test=np.arange(3))
+        with pytest.raises(ValueError, match=r"validation split has no example of class 2 \(training 1, validation 0"):
+            datasets.load_npz(path)
+
+    def test_few_validation_examples_warn_what_they_cost(self, tmp_path):
+        y = np.array([0] * 50 + [1] * 50 + [2] * 10)
+        path = _npz(tmp_path, x_train=np.zeros((110, 2)), y_train=y, x_test=np.zeros((3, 2)), y_test=np.arange(3))
+        with pytest.warns(UserWarning, match=r"fewer than 5 examples of class 2 \(2\)\. The teacher's temperature T\*"):
+            datasets.load_npz(path)
 
 
 @pytest.mark.parametrize(
@@ -63,10 +120,49 @@ def test_npz_bad_input(tmp_path, arrays, match):
         datasets.load(_npz(tmp_path, **arrays))
 
 
+def _tfds_splits(labels_by_split):
+    """An `as_dataset_fn` for `tfds.testing.mock_data` giving each split string its own CIFAR-10 labels."""
+
+    def as_dataset(self, split, **kwargs):
+        labels = np.asarray(labels_by_split[split])
+        images = np.zeros((len(labels), 32, 32, 3), np.uint8)
+        ids = [str(i) for i in range(len(labels))]
+        return tf.data.Dataset.from_tensor_slices({"id": ids, "image": images, "label": labels})
+
+    return as_dataset
+
+
+class TestTfdsValidationSplit:
+    def test_class_missing_from_validation(self):
+        labels = {"train[:80%]": np.arange(100) % 10, "train[80%:]": np.arange(30) % 9, "test": np.arange(10)}
+        with tfds.testing.mock_data(as_dataset_fn=_tfds_splits(labels)):
+            with pytest.raises(
+                ValueError,
+                match=r"train\[80%:\] for validation\): the validation split has no example of class 9 "
+                r"\(training 10, validation 0",
+            ):
+                datasets.load("tfds:cifar10")
+
+    def test_class_missing_from_training(self):
+        labels = {"train[:80%]": np.arange(100) % 9, "train[80%:]": np.arange(50) % 10, "test": np.arange(10)}
+        with tfds.testing.mock_data(as_dataset_fn=_tfds_splits(labels)):
+            with pytest.raises(ValueError, match=r"the training split has no example of class 9 \(training 0"):
+                datasets.load("tfds:cifar10")
+
+    def test_few_validation_examples_warn(self):
+        validation = np.repeat(np.arange(10), [5] * 8 + [3, 2])
+        labels = {"train[:90%]": np.arange(100) % 10, "train[90%:]": validation, "test": np.arange(10)}
+        with tfds.testing.mock_data(as_dataset_fn=_tfds_splits(labels)):
+            with pytest.warns(UserWarning, match=r"fewer than 5 examples of class 8 \(3\), class 9 \(2\)\. The"):
+                splits = datasets.load("tfds:cifar10", validation_fraction=0.1)
+        assert int(splits.validation.reduce(0, lambda n, _: n + 1)) == 45
+
+
 def test_unknown_spec_and_fraction(tmp_path):
     with pytest.raises(ValueError, match="Unknown dataset"):
         datasets.load("mnist")
-    with pytest.raises(ValueError, match="validation_fraction"):
-        datasets.load(_npz(tmp_path), validation_fraction=1.5)
+    for fraction in (0, 1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="Invalid value for argument `validation_fraction`"):
+            datasets.load(_npz(tmp_path), validation_fraction=fraction)
     with pytest.raises(ValueError, match="No such .npz"):
         datasets.load(str(tmp_path / "missing.npz"))
