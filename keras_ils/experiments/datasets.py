@@ -4,6 +4,11 @@ Every loader returns `Splits`: unbatched `(x, y)` datasets in a fixed order,
 features as float32 (images standardised per channel with training-set
 statistics), labels int32.
 
+Inputs are checked before anything is built: a `.npz` whose arrays cannot
+carry the method (missing, empty, 1-D or non-numeric features, NaN or inf,
+labels that are not class indices `0..K-1` each with training examples,
+rows and labels of different lengths) is a `ValueError` that names the array.
+
 Validation splits. The validation split is where the teacher's temperature
 `T*` is fitted, where every model's best epoch is chosen and where
 hyperparameters are searched, so it has to represent every class. The
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 import os
 import warnings
+import zipfile
+import zlib
 from typing import NamedTuple
 
 import numpy as np
@@ -57,6 +64,24 @@ def _check_fraction(validation_fraction):
         )
 
 
+def _check_num_classes(num_classes):
+    if num_classes is None:
+        return
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
+        raise ValueError(
+            "Invalid value for argument `num_classes`. Expected an integer >= 2 or None (read from the labels). "
+            f"Received: num_classes={num_classes!r}"
+        )
+
+
+def _check_known_classes(source, known, num_classes):
+    if num_classes is not None and num_classes != known:
+        raise ValueError(
+            f"Invalid value for argument `num_classes`. Expected {known}: {source} has {known} classes. "
+            f"Received: num_classes={num_classes!r}"
+        )
+
+
 def load_synthetic(seed: int = 0, n_train: int = 50, n_validation: int = 50, n_test: int = 5000) -> Splits:
     """The paper's synthetic protocol: train/validation 50 per class, test 5000 per class (§3).
 
@@ -78,6 +103,88 @@ def _standardise(x_train, *others):
     axes = tuple(range(x_train.ndim - 1))
     mean, std = x_train.mean(axis=axes), x_train.std(axis=axes) + 1e-7
     return [((x - mean) / std).astype(np.float32) for x in (x_train, *others)]
+
+
+_UNREADABLE = (OSError, EOFError, zipfile.BadZipFile, zlib.error)
+_SAVE_HINT = "Save one with np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...)."
+
+
+def _read_npz(path):
+    """`(x_train, y_train, x_test, y_test)` from `path`, or a `ValueError` saying why they cannot be read."""
+    if not os.path.isfile(path):
+        raise ValueError(f"No such .npz file: {path}")
+    try:
+        stored = np.load(path, allow_pickle=False)
+    except ValueError as error:  # what np.load says of a file that is neither a zip archive nor a .npy array
+        raise ValueError(f"{path} is not a .npz file: np.load finds no arrays in it. {_SAVE_HINT}") from error
+    except _UNREADABLE as error:
+        raise ValueError(f"{path} is not a readable .npz file ({error}). {_SAVE_HINT}") from error
+    if not isinstance(stored, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path} holds a single .npy array, not the four arrays of a .npz. {_SAVE_HINT}")
+    with stored:
+        missing = [k for k in NPZ_KEYS if k not in stored.files]
+        if missing:
+            raise ValueError(f"{path} lacks the arrays {missing}; expected {list(NPZ_KEYS)}.")
+        arrays = []
+        for k in NPZ_KEYS:
+            try:
+                arrays.append(np.asarray(stored[k]))
+            except ValueError as error:  # np.load reads no pickled (object) arrays
+                raise _invalid(k, path, "an array of numbers", "an object array") from error
+            except _UNREADABLE as error:
+                raise ValueError(f"{path}: the array `{k}` cannot be read ({error}); the file is damaged.") from error
+    return arrays
+
+
+def _invalid(name, source, expected, received):
+    return ValueError(f"Invalid value for array `{name}` in {source}. Expected {expected}. Received: {received}.")
+
+
+def _check_features(x, name, source):
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating) or x.dtype == bool):
+        raise _invalid(name, source, "real numbers (an integer, float or bool dtype)", f"dtype {x.dtype}")
+    if x.ndim < 2:
+        raise _invalid(
+            name,
+            source,
+            f"shape [n, features] (one feature per example is [n, 1]: {name}[:, None])",
+            f"shape {x.shape}",
+        )
+    if x.size == 0:
+        raise _invalid(name, source, "at least one example with at least one feature", f"shape {x.shape}")
+    if np.issubdtype(x.dtype, np.floating):
+        nan, inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+        if nan or inf:
+            raise _invalid(name, source, "finite numbers", f"{nan} NaN and {inf} inf among its {x.size} values")
+
+
+def _check_labels(y, x, name, x_name, source):
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise _invalid(
+            name,
+            source,
+            "a 1-D array of integer class indices (one-hot rows: y.argmax(1); whole floats: y.astype(int))",
+            f"dtype {y.dtype}, shape {y.shape}",
+        )
+    if len(y) != len(x):
+        raise _invalid(
+            name, source, f"one label per row of {x_name}", f"{x_name} has {len(x)} rows but {name} has {len(y)}"
+        )
+    negative = y < 0
+    if negative.any():
+        raise _invalid(
+            name, source, "class indices >= 0", f"{int(negative.sum())} negative labels (smallest {int(y.min())})"
+        )
+
+
+def _missing_classes(present, num_classes, limit=8):
+    """The first `limit` classes in [0, num_classes) absent from the sorted unique labels `present`."""
+    have, missing, c = set(present.tolist()), [], 0
+    while len(missing) < limit and c < num_classes:
+        if c not in have:
+            missing.append(c)
+        c += 1
+    return missing
 
 
 def _class_list(counts, classes, limit=8):
@@ -139,6 +246,7 @@ def load_npz(
     path: str,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     seed: int = 0,
+    num_classes: int | None = None,
 ) -> Splits:
     """A user's `.npz` with `x_train, y_train, x_test, y_test`; a stratified validation split carved from train.
 
@@ -151,11 +259,16 @@ def load_npz(
     (see the module docstring).
 
     Args:
-        path: the `.npz` file. `x_train`, `x_test`: numbers; `y_train`,
-            `y_test`: 1-D integer class indices.
+        path: the `.npz` file. `x_train`, `x_test`: numbers, `[n, features...]`
+            (`[n, 1]` for one feature; `[n, h, w]` grey images get a channel
+            axis), finite. `y_train`, `y_test`: 1-D integer class indices.
         validation_fraction: share of `x_train` set aside for validation, in
             (0, 1). Defaults to `0.2`; `0.1` is the paper's 45K/5K on CIFAR.
         seed: seed of the split. Defaults to `0`.
+        num_classes: the number of classes `K`; labels must lie in `[0, K)`.
+            Defaults to `None`: one more than the largest label of `y_train`
+            and `y_test`. Either way every class needs a training example, and
+            `y_test` may only hold classes that `y_train` has.
 
     Returns:
         `Splits`, features standardised with training-split statistics.
@@ -172,23 +285,45 @@ def load_npz(
     ([80, 20, 20], 4)
     """
     _check_fraction(validation_fraction)
-    if not os.path.isfile(path):
-        raise ValueError(f"No such .npz file: {path}")
-    with np.load(path, allow_pickle=False) as stored:
-        missing = [k for k in NPZ_KEYS if k not in stored]
-        if missing:
-            raise ValueError(f"{path} lacks the arrays {missing}; expected {list(NPZ_KEYS)}.")
-        x_train, y_train, x_test, y_test = (np.asarray(stored[k]) for k in NPZ_KEYS)
+    _check_num_classes(num_classes)
+    x_train, y_train, x_test, y_test = _read_npz(path)
     for x, y, split in ((x_train, y_train, "train"), (x_test, y_test, "test")):
-        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
-            raise ValueError(f"{path}: x_{split} must be numeric; it has dtype {x.dtype}.")
-        if len(x) != len(y):
-            raise ValueError(f"{path}: x_{split} has {len(x)} rows but y_{split} has {len(y)}.")
-        if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
-            raise ValueError(f"{path}: y_{split} must be a 1-D array of integer labels; got {y.dtype} {y.shape}.")
-    num_classes = int(max(y_train.max(), y_test.max())) + 1
-    if min(y_train.min(), y_test.min()) < 0 or num_classes < 2:
-        raise ValueError(f"{path}: labels must be class indices in [0, K) with K >= 2.")
+        _check_features(x, f"x_{split}", path)
+        _check_labels(y, x, f"y_{split}", f"x_{split}", path)
+    if x_train.shape[1:] != x_test.shape[1:]:
+        raise _invalid(
+            "x_test", path, f"examples shaped like those of x_train, {x_train.shape[1:]}", f"{x_test.shape[1:]}"
+        )
+    largest = int(max(y_train.max(), y_test.max()))
+    if num_classes is not None and largest >= num_classes:
+        name, y = ("y_train", y_train) if y_train.max() >= num_classes else ("y_test", y_test)
+        raise _invalid(
+            name,
+            path,
+            f"class indices in [0, {num_classes}) (num_classes={num_classes})",
+            f"{int((y >= num_classes).sum())} labels >= {num_classes} (largest {int(y.max())})",
+        )
+    num_classes = num_classes or largest + 1
+    if num_classes < 2:
+        raise _invalid("y_train", path, "at least 2 classes", "only class 0")
+    present = np.unique(y_train)
+    unseen = np.setdiff1d(np.unique(y_test), present)
+    if len(unseen):
+        raise _invalid(
+            "y_test",
+            path,
+            "only classes that y_train has examples of",
+            f"labels {unseen.tolist()[:8]} that never appear in y_train (a model cannot learn them)",
+        )
+    if len(present) < num_classes:
+        raise _invalid(
+            "y_train",
+            path,
+            f"at least one example of every class in [0, {num_classes})",
+            f"no example of class(es) {_missing_classes(present, num_classes)} ({num_classes - len(present)} of "
+            f"{num_classes} classes; labels must be 0..K-1 with none skipped: renumber them, e.g. with "
+            "np.unique(y, return_inverse=True))",
+        )
     if x_train.ndim == 3:  # grey images without a channel axis
         x_train, x_test = x_train[..., None], x_test[..., None]
     train_rows, validation_rows = _stratified_split(y_train, num_classes, validation_fraction, seed)
@@ -222,6 +357,7 @@ def load_tfds(
     name: str,
     data_dir: str | None = None,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    num_classes: int | None = None,
 ) -> Splits:
     """A tensorflow-datasets dataset with `train` and `test` splits and supervised keys.
 
@@ -231,11 +367,12 @@ def load_tfds(
     is a `ValueError`, fewer than 5 validation examples a `UserWarning` (see
     the module docstring). Images are scaled to [0, 1] and standardised per
     channel with statistics of the training split. Downloading is tfds's
-    business.
+    business. `num_classes`, when given, must equal the dataset's.
     """
     import tensorflow_datasets as tfds
 
     _check_fraction(validation_fraction)
+    _check_num_classes(num_classes)
     percent = validation_fraction * 100
     if abs(percent - round(percent)) > 1e-9:
         raise ValueError(
@@ -250,6 +387,7 @@ def load_tfds(
     if info.supervised_keys is None or "label" not in info.features:
         raise ValueError(f"tfds:{name} has no labels (no supervised keys); it cannot train a classifier.")
     known_classes = int(info.features["label"].num_classes)
+    _check_known_classes(f"tfds:{name}", known_classes, num_classes)
     cut = 100 - int(round(percent))
     train, validation, test = tfds.load(
         name,
@@ -297,24 +435,29 @@ def load(
     data_dir: str | None = None,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     seed: int = 0,
+    num_classes: int | None = None,
 ) -> Splits:
     """`"synthetic"`, `"tfds:NAME"` or a path ending in `.npz`.
 
     `validation_fraction` (default 20 %) applies to tfds and `.npz` data; the
-    synthetic task has its own validation set (50 per class).
+    synthetic task has its own validation set (50 per class). `num_classes`,
+    when given, must match the synthetic task's 3 and a tfds dataset's count,
+    and bounds the labels of a `.npz`.
 
     Example:
 
     >>> load("synthetic").name
     'synthetic'
     """
+    _check_num_classes(num_classes)
     if spec == "synthetic":
         _check_fraction(validation_fraction)
+        _check_known_classes("the synthetic task", synthetic.NUM_CLASSES, num_classes)
         return load_synthetic(seed=seed)
     if spec.startswith("tfds:"):
-        return load_tfds(spec[5:], data_dir=data_dir, validation_fraction=validation_fraction)
+        return load_tfds(spec[5:], data_dir=data_dir, validation_fraction=validation_fraction, num_classes=num_classes)
     if spec.endswith(".npz"):
-        return load_npz(spec, validation_fraction=validation_fraction, seed=seed)
+        return load_npz(spec, validation_fraction=validation_fraction, seed=seed, num_classes=num_classes)
     raise ValueError(
         f"Unknown dataset {spec!r}. Expected 'synthetic', 'tfds:NAME' (e.g. tfds:cifar10) or a path to a .npz file."
     )

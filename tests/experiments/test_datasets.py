@@ -111,13 +111,133 @@ class TestStratifiedSplit:
     [
         (dict(y_test=None), "lacks the arrays"),
         (dict(y_train=np.zeros(99, int)), "x_train has 100 rows but y_train has 99"),
-        (dict(y_train=np.full(100, 0.5)), "integer labels"),
-        (dict(y_test=-np.ones(30, int)), r"class indices in \[0, K\)"),
+        (dict(y_train=np.full(100, 0.5)), "integer class indices"),
+        (dict(y_train=np.eye(4)[np.arange(100) % 4]), r"`y_train`.*one-hot rows: y.argmax\(1\)"),
+        (dict(x_train=np.array([["a"]] * 100)), r"`x_train`.*real numbers.*Received: dtype <U1"),
+        (dict(x_test=np.ones((30, 5)) + 1j), r"`x_test`.*real numbers.*complex128"),
+        (dict(y_test=-np.ones(30, int)), r"`y_test`.*class indices >= 0\. Received: 30 negative labels"),
     ],
 )
 def test_npz_bad_input(tmp_path, arrays, match):
     with pytest.raises(ValueError, match=match):
         datasets.load(_npz(tmp_path, **arrays))
+
+
+class TestUnreadableFile:
+    def test_not_a_zip_archive(self, tmp_path):
+        (tmp_path / "d.npz").write_bytes(b"garbage")
+        with pytest.raises(ValueError, match=r"d\.npz is not a \.npz file: np\.load finds no arrays in it\. Save one"):
+            datasets.load(str(tmp_path / "d.npz"))
+
+    def test_truncated(self, tmp_path):
+        path = _npz(tmp_path)
+        data = open(path, "rb").read()
+        open(path, "wb").write(data[:300])
+        with pytest.raises(ValueError, match=r"is not a readable \.npz file \(File is not a zip file\)"):
+            datasets.load(path)
+
+    def test_damaged_array(self, tmp_path):
+        path = _npz(tmp_path)
+        data = bytearray(open(path, "rb").read())
+        data[500] ^= 0xFF
+        open(path, "wb").write(bytes(data))
+        with pytest.raises(ValueError, match=r"the array `x_train` cannot be read \(Bad CRC-32.*the file is damaged"):
+            datasets.load(path)
+
+    def test_a_single_npy_array(self, tmp_path):
+        np.save(tmp_path / "d.npy", np.zeros(3))
+        (tmp_path / "d.npy").rename(tmp_path / "d.npz")
+        with pytest.raises(ValueError, match="holds a single .npy array, not the four arrays of a .npz"):
+            datasets.load(str(tmp_path / "d.npz"))
+
+    def test_object_array(self, tmp_path):
+        path = _npz(tmp_path, x_train=np.array([[1, "a"]] * 100, dtype=object))
+        with pytest.raises(
+            ValueError, match=r"`x_train` in .*Expected an array of numbers\. Received: an object array"
+        ):
+            datasets.load(path)
+
+
+def _with_values(shape, where, value):
+    x = np.random.default_rng(1).normal(size=shape)
+    x[where] = value
+    return x
+
+
+@pytest.mark.parametrize(
+    "arrays, match",
+    [
+        (dict(x_train=_with_values((100, 5), (slice(0, 3), 1), np.nan)), r"`x_train`.*finite.*3 NaN and 0 inf"),
+        (dict(x_test=_with_values((30, 5), (0, 0), -np.inf)), r"`x_test`.*finite.*0 NaN and 1 inf among its 150"),
+        (dict(x_train=np.zeros((0, 5)), y_train=np.zeros(0, int)), r"`x_train`.*at least one example.*\(0, 5\)"),
+        (dict(x_test=np.zeros((30, 0))), r"`x_test`.*at least one example.*\(30, 0\)"),
+        (dict(x_train=np.zeros(100)), r"`x_train`.*one feature per example is \[n, 1\].*shape \(100,\)"),
+        (dict(x_test=np.float64(1.0)), r"`x_test`.*shape \(\)"),
+        (dict(x_test=np.zeros((30, 4))), r"`x_test`.*shaped like those of x_train, \(5,\).*\(4,\)"),
+    ],
+)
+def test_npz_bad_features(tmp_path, arrays, match):
+    with pytest.raises(ValueError, match=match):
+        datasets.load(_npz(tmp_path, **arrays))
+
+
+class TestNumberOfClasses:
+    def test_from_the_union_of_train_and_test_labels(self, tmp_path):
+        path = _npz(tmp_path, y_train=np.arange(100) % 3, y_test=np.arange(30) % 3)
+        assert datasets.load(path).num_classes == 3
+
+    def test_given(self, tmp_path):
+        path = _npz(tmp_path, y_train=np.arange(100) % 3, y_test=np.zeros(30, int))
+        assert datasets.load(path, num_classes=3).num_classes == 3
+
+    def test_label_in_test_never_in_train(self, tmp_path):
+        path = _npz(tmp_path, y_train=np.arange(100) % 3, y_test=np.arange(30) % 4)
+        with pytest.raises(ValueError, match=r"`y_test`.*Received: labels \[3\] that never appear in y_train"):
+            datasets.load(path)
+
+    def test_class_without_training_example(self, tmp_path):
+        path = _npz(tmp_path, y_train=np.array([0, 1, 3] * 33 + [0]), y_test=np.zeros(30, int))
+        with pytest.raises(ValueError, match=r"`y_train`.*every class in \[0, 4\).*no example of class\(es\) \[2\]"):
+            datasets.load(path)
+
+    def test_given_num_classes_with_an_unused_class(self, tmp_path):
+        path = _npz(tmp_path, y_train=np.arange(100) % 3, y_test=np.arange(30) % 3)
+        with pytest.raises(ValueError, match=r"no example of class\(es\) \[3, 4\]"):
+            datasets.load(path, num_classes=5)
+
+    @pytest.mark.parametrize(
+        "arrays, match",
+        [
+            (dict(y_train=np.arange(100) % 4), r"`y_train`.*\[0, 3\) \(num_classes=3\)\. Received: 25 labels >= 3"),
+            (
+                dict(y_test=np.arange(30) % 5),
+                r"`y_test`.*\[0, 3\) \(num_classes=3\)\. Received: 12 labels >= 3 \(largest 4\)",
+            ),
+        ],
+    )
+    def test_label_outside_the_given_num_classes(self, tmp_path, arrays, match):
+        path = _npz(tmp_path, **{"y_train": np.arange(100) % 3, "y_test": np.arange(30) % 3, **arrays})
+        with pytest.raises(ValueError, match=match):
+            datasets.load(path, num_classes=3)
+
+    def test_one_class_only(self, tmp_path):
+        path = _npz(tmp_path, y_train=np.zeros(100, int), y_test=np.zeros(30, int))
+        with pytest.raises(ValueError, match="at least 2 classes"):
+            datasets.load(path)
+
+    @pytest.mark.parametrize("value", [1, 0, 2.5, True])
+    def test_bad_argument(self, tmp_path, value):
+        with pytest.raises(ValueError, match=rf"Invalid value for argument `num_classes`.*num_classes={value}"):
+            datasets.load(_npz(tmp_path), num_classes=value)
+
+    def test_must_match_the_synthetic_task(self):
+        with pytest.raises(ValueError, match=r"`num_classes`\. Expected 3: the synthetic task has 3 classes"):
+            datasets.load("synthetic", num_classes=4)
+
+    def test_must_match_a_tfds_dataset(self):
+        with tfds.testing.mock_data(num_examples=1):
+            with pytest.raises(ValueError, match=r"Expected 10: tfds:cifar10 has 10 classes\. Received: num_classes=5"):
+                datasets.load("tfds:cifar10", num_classes=5)
 
 
 def _tfds_splits(labels_by_split):
