@@ -7,16 +7,19 @@
     keras-ils tune --dataset tfds:cifar10 --model resnet110 --algorithm random --max-trials 20
     keras-ils benchmark synthetic                  # the paper's 100-replicate synthetic protocol, appendix table
 
-Bad input (unknown dataset, labels outside [0, K), a malformed .npz, an
-output directory that cannot be written, ...) ends with one error line and
-exit code 2, and leaves no files behind.
+Bad input (unknown dataset, labels outside [0, K), a malformed .npz, NaN in
+the features, a class missing from the validation split, a number flag out of
+range, an output directory that cannot be written, ...) ends with one error
+line and exit code 2 before any training, and leaves no files behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+import warnings
 
 
 def _strategy(name):
@@ -66,10 +69,20 @@ def _add_common_arguments(parser):
         default=None,
         help="mlp, lenet, resnet20/32/56/110, wrn-D-W (default: mlp for vectors, resnet20 for images)",
     )
+    parser.add_argument(
+        "--num-classes",
+        type=int,
+        default=None,
+        help="number of classes K, labels in [0, K) (default: from the labels of train and test)",
+    )
     parser.add_argument("--epochs", type=int, help="maximum epochs (default: the paper's recipe)")
     parser.add_argument("--batch-size", type=int, help="mini-batch size (default: the paper's recipe)")
     parser.add_argument(
-        "--validation-fraction", type=float, default=0.1, help="validation share of train (default: 0.1)"
+        "--validation-fraction",
+        type=float,
+        default=0.2,
+        help="validation share of train, stratified for .npz, the last part of train for tfds (default: 0.2, "
+        "as Guo et al. and the paper's section 5; 0.1 keeps the paper's 45K/5K split of CIFAR)",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument(
@@ -183,9 +196,20 @@ def _load(args):
     """`(splits, model name, recipe)` from the common arguments."""
     from keras_ils.experiments import datasets, training
 
-    splits = datasets.load(
-        args.dataset, data_dir=args.data_dir, validation_fraction=args.validation_fraction, seed=args.seed
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        splits = datasets.load(
+            args.dataset,
+            data_dir=args.data_dir,
+            validation_fraction=args.validation_fraction,
+            seed=args.seed,
+            num_classes=args.num_classes,
+        )
+    for warning in caught:  # the data's warnings (a class scarce in validation) as one line each
+        if issubclass(warning.category, UserWarning):
+            print(f"keras-ils: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     model_name = args.model or ("resnet20" if splits.is_image else "mlp")
     recipe = training.recipe_for(model_name, splits.name, epochs=args.epochs, batch_size=args.batch_size)
     return splits, model_name, recipe
@@ -222,8 +246,6 @@ def tune_command(args) -> int:
     from keras_ils import tuning
     from keras_ils.experiments import pipeline
 
-    if args.max_trials is not None and args.max_trials < 1:
-        raise ValueError(f"--max-trials must be >= 1; got {args.max_trials}")
     search_space = args.search_space or ("synthetic" if args.dataset == "synthetic" else "paper")
     for method in args.methods:  # a bad grid fails before any data is read or teacher trained
         tuning.make_search_space(method, search_space)
@@ -261,8 +283,6 @@ def benchmark_command(args) -> int:
 
     from keras_ils.experiments import synthetic_protocol
 
-    if args.replicates < 1:
-        raise ValueError(f"--replicates must be >= 1; got {args.replicates}")
     output_dir = args.output_dir or os.path.join("runs", f"benchmark-{args.experiment}-seed{args.seed}")
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):  # fail before hours of training
         raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
@@ -275,6 +295,35 @@ def benchmark_command(args) -> int:
     print(open(os.path.join(output_dir, "synthetic_protocol.md")).read())
     print(f"Results written to {output_dir}/ (synthetic_protocol.json, synthetic_protocol.md, best_smoothing_*.png)")
     return 0
+
+
+# Number flags checked after parsing (argparse's own errors print the usage too): (flag, expected, test).
+_NUMBER_FLAGS = (
+    ("epochs", "an integer >= 1", lambda v: v >= 1),
+    ("batch_size", "an integer >= 1", lambda v: v >= 1),
+    ("seed", "an integer >= 0", lambda v: v >= 0),
+    ("max_trials", "an integer >= 1", lambda v: v >= 1),
+    ("replicates", "an integer >= 1", lambda v: v >= 1),
+    ("num_classes", "an integer >= 2", lambda v: v >= 2),
+    ("validation_fraction", "a number in (0, 1)", lambda v: math.isfinite(v) and 0 < v < 1),
+)
+
+
+def _check_arguments(args) -> None:
+    """A `ValueError` naming the first number flag out of range, in the Keras wording.
+
+    Example:
+
+    >>> _check_arguments(build_parser().parse_args(["run", "--epochs", "0"]))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `--epochs`. Expected an integer >= 1. Received: --epochs=0
+    """
+    for name, expected, valid in _NUMBER_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None and not valid(value):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"Invalid value for argument `{flag}`. Expected {expected}. Received: {flag}={value}")
 
 
 def main(argv=None) -> int:
@@ -291,6 +340,7 @@ def main(argv=None) -> int:
     args.argv = None if argv is None else "keras-ils " + " ".join(argv)  # the command recorded with results
     commands = {"run": run_command, "tune": tune_command, "benchmark": benchmark_command}
     try:
+        _check_arguments(args)
         return commands[args.command](args)
     except (ValueError, OSError, ImportError) as error:
         print(f"keras-ils: error: {error}", file=sys.stderr)

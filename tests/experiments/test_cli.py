@@ -214,7 +214,7 @@ class TestTune:
     @pytest.mark.parametrize(
         "argv, message",
         [
-            (["--max-trials", "0"], "--max-trials must be >= 1"),
+            (["--max-trials", "0"], "Invalid value for argument `--max-trials`"),
             (["--dataset", "imagenet"], "Unknown dataset"),
         ],
     )
