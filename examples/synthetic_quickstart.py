@@ -26,7 +26,7 @@ import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import metrics  # noqa: E402
-from keras_ils.experiments import synthetic  # noqa: E402
+from keras_ils.experiments import models, synthetic  # noqa: E402
 
 STUDENTS = {
     "No LS": dict(method="none"),
@@ -47,7 +47,7 @@ def evaluation_metrics():
 def train(loss, train_xy, val_xy, epochs, seed):
     """One MLP trained with Adam 1e-2, early stopping 10 on the hard-label val_nll, best epoch restored."""
     keras.utils.set_random_seed(seed)
-    model = keras_ils.experiments.models.mlp(synthetic.NUM_CLASSES, input_shape=(2,))
+    model = models.mlp(synthetic.NUM_CLASSES, input_shape=(2,))
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss, metrics=evaluation_metrics())
     stop = keras.callbacks.EarlyStopping(monitor="val_nll", patience=10, restore_best_weights=True)
     model.fit(*train_xy, validation_data=val_xy, epochs=epochs, batch_size=32, callbacks=[stop], verbose=0)

@@ -27,7 +27,7 @@ def test_cifar_example_with_mock_tfds(tmp_path, capsys):
     import tensorflow_datasets as tfds
 
     for extra in ([], ["--online"]):
-        with tfds.testing.mock_data(num_examples=16):
+        with tfds.testing.mock_data(num_examples=200):  # enough for every CIFAR class in each split
             _load("cifar_tfds").main(
                 ["--model", "lenet", "--epochs", "1", "--batch-size", "8", "--cache", str(tmp_path / "t.npz"), *extra]
             )

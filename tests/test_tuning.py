@@ -201,10 +201,12 @@ class TestSearch:
         scaled = tuning.best_student(tuner, calibrate_on=validation)
         assert isinstance(scaled.layers[-1], TemperatureScaling)
 
-        def nll(temperature):
-            return -np.mean(log_softmax(logits / temperature, axis=1)[np.arange(len(y)), y])
+        def map_objective(log_temperature):  # the default MAP fit: summed NLL + (log T)^2 / (2 * 0.5^2)
+            log_p = log_softmax(logits / np.exp(log_temperature), axis=1)[np.arange(len(y)), y]
+            return -np.sum(log_p) + log_temperature**2 / (2 * 0.5**2)
 
-        expected = minimize_scalar(nll, bounds=(0.05, 20), method="bounded", options={"xatol": 1e-8}).x
+        bounds = (np.log(0.05), np.log(20))
+        expected = np.exp(minimize_scalar(map_objective, bounds=bounds, method="bounded", options={"xatol": 1e-10}).x)
         temperature = float(scaled.layers[-1].temperature.numpy())
         np.testing.assert_allclose(temperature, expected, rtol=2e-3)
         np.testing.assert_allclose(scaled.predict(x, verbose=0), logits / temperature, rtol=1e-4, atol=1e-5)

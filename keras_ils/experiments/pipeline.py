@@ -19,8 +19,9 @@ import tensorflow as tf
 
 from keras_ils import baselines, data, distillation, evaluation, plots, tuning
 from keras_ils import metrics as _metrics
+from keras_ils._checks import invalid
 from keras_ils._files import staged_directory
-from keras_ils.calibration import calibrate
+from keras_ils.calibration import ESTIMATORS, calibrate
 from keras_ils.experiments import models, training
 from keras_ils.losses import ILSLoss
 from keras_ils.targets import METHOD_HYPERPARAMETERS, validate_hyperparameters
@@ -90,8 +91,19 @@ def _student_setup(method, splits, teacher_logits, train_with_teacher, hyperpara
     return baselines.BetaSmoothingLoss(alpha=alpha, a=a), splits.train, settings
 
 
-def _row(name, temps, temperature, hyperparameters, result):
-    return {"model": name, "temps": temps, "temperature": temperature, "hyperparameters": hyperparameters, **result}
+RESULT_FILES = ("results.json", "results.csv", "reliability_*.png")  # a run's result set (replaced whole on re-runs)
+
+
+def _row(name, fit, hyperparameters, result):
+    """One table row; `fit` is the row's `TemperatureFit` ("+ TempS" rows) or `None` (as trained)."""
+    temperature = {"temperature": 1.0, "temperature_status": None, "validation_examples": None}
+    if fit is not None:
+        temperature = {
+            "temperature": fit.temperature,
+            "temperature_status": fit.status,
+            "validation_examples": fit.num_examples,
+        }
+    return {"model": name, "temps": fit is not None, **temperature, "hyperparameters": hyperparameters, **result}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,10 +117,13 @@ class _Setup:
     validation: tf.data.Dataset  # batched: the early-stopping monitor of searches, and where TempS is fitted
     seed: int
     verbose: int
+    temperature_estimator: str  # keras_ils.calibration.fit_temperature's `estimator`, for every "+ TempS" row
 
     @classmethod
-    def make(cls, splits, model_name, recipe, strategy, seed, verbose):
+    def make(cls, splits, model_name, recipe, strategy, seed, verbose, temperature_estimator="map"):
         """Fills in the defaults: the paper's recipe for the model and data, the current strategy."""
+        if temperature_estimator not in ESTIMATORS:
+            raise invalid("temperature_estimator", f"one of {ESTIMATORS}", temperature_estimator)
         return cls(
             splits,
             model_name,
@@ -117,13 +132,20 @@ class _Setup:
             training.evaluation_pipeline(splits.validation),
             seed,
             verbose,
+            temperature_estimator,
         )
 
-    def header(self, teacher_temperature, **settings) -> dict:
-        """The head of `results.json`: what ran, the teacher's `T*`, `settings`, then the recipe."""
+    def header(self, teacher_fit, **settings) -> dict:
+        """The head of `results.json`: what ran, the teacher's `T*` and its fit, `settings`, then the recipe."""
         recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self.recipe).items()}
         head = {"dataset": self.splits.name, "model": self.model_name, "seed": self.seed}
-        return {**head, "teacher_temperature": teacher_temperature, **settings, "recipe": recipe}
+        teacher = {
+            "teacher_temperature": teacher_fit.temperature,
+            "teacher_temperature_status": teacher_fit.status,
+            "temperature_estimator": teacher_fit.estimator,
+            "validation_examples": teacher_fit.num_examples,
+        }
+        return {**head, **teacher, **settings, "recipe": recipe}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +171,7 @@ def run(
     seed: int = 0,
     teacher_cache: str | None = None,
     verbose: int = 0,
+    temperature_estimator: str = "map",
 ) -> dict:
     """Runs teacher, calibration, cached targets, students and TempS students; writes the results.
 
@@ -166,6 +189,11 @@ def run(
         seed: seeds model initialisation and shuffling.
         teacher_cache: optional `.npz` path of the teacher-logits cache.
         verbose: Keras `fit` verbosity.
+        temperature_estimator: how every `T*` is fitted on the validation
+            set (`keras_ils.calibration.fit_temperature`'s `estimator`):
+            `"map"` (default), `"mle"` or `"authors"`. Each "+ TempS" row
+            reports its `temperature`, `temperature_status` and
+            `validation_examples`.
 
     Returns:
         The results dict that `results.json` holds.
@@ -176,46 +204,46 @@ def run(
     if teacher_cache is not None and os.path.exists(teacher_cache):
         read_cache(teacher_cache)  # an unreadable file fails now, not after the teacher has trained
     hyperparameters = hyperparameters or default_hyperparameters(splits.name)
-    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose)
+    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose, temperature_estimator)
     progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
 
-    with staged_directory(output_dir) as staging:
+    with staged_directory(output_dir, RESULT_FILES) as staging:
         report = _Report(splits, staging, progress)
-        teacher_scaled, t_star = _teacher_stage(setup, report)
+        teacher_scaled, teacher_fit = _teacher_stage(setup, report)
         teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
         train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
         for index, method in enumerate(methods, start=1):
             loss, train_set, used = _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters)
             student = _train_model(setup, loss, train_set, seed + index)
             _record_student(setup, report, METHOD_NAMES[method], student, used)
-        return report.write(setup.header(t_star))
+        return report.write(setup.header(teacher_fit))
 
 
 def _teacher_stage(setup, report, saved_at=None):
-    """The No LS teacher, its rows ("No LS", "No LS + TempS") and its temperature: `(calibrated teacher, T*)`.
+    """The No LS teacher, its rows ("No LS", "No LS + TempS") and its fit: `(calibrated teacher, TemperatureFit)`.
 
-    With `saved_at`, the calibrated teacher is loaded from there when it exists,
+    With `saved_at`, the teacher is loaded from there when it exists (and
+    calibrated again: the same fit on the same data gives the same `T*`),
     else saved there once trained and calibrated.
     """
     if saved_at is not None and os.path.exists(saved_at):
-        teacher_scaled = _load_model(saved_at, setup.strategy)
-        teacher = teacher_scaled.layers[-2]  # calibrate() puts the model before its TemperatureScaling
-        t_star = float(teacher_scaled.get_layer("temperature_scaling").temperature.numpy())
+        teacher = _load_model(saved_at, setup.strategy).layers[-2]  # calibrate() puts it before TemperatureScaling
+        teacher_scaled, fit = _calibrated(teacher, setup)
     else:
         teacher = _train_model(setup, ILSLoss(method="none"), setup.splits.train, setup.seed)
-        teacher_scaled, t_star = _calibrated(teacher, setup)
+        teacher_scaled, fit = _calibrated(teacher, setup)
         if saved_at is not None:
             _save_model(teacher_scaled, saved_at)
-    report.record("No LS", False, teacher, 1.0, {})
-    report.record("No LS + TempS", True, teacher_scaled, t_star, {})
-    return teacher_scaled, t_star
+    report.record("No LS", None, teacher, {})
+    report.record("No LS + TempS", fit, teacher_scaled, {})
+    return teacher_scaled, fit
 
 
 def _record_student(setup, report, name, student, hyperparameters_used, **extra):
     """The student's rows: as trained, and temperature-scaled on the validation set ("+ TempS")."""
-    report.record(name, False, student, 1.0, hyperparameters_used, **extra)
-    student_scaled, t_student = _calibrated(student, setup)
-    report.record(f"{name} + TempS", True, student_scaled, t_student, hyperparameters_used, **extra)
+    report.record(name, None, student, hyperparameters_used, **extra)
+    student_scaled, fit = _calibrated(student, setup)
+    report.record(f"{name} + TempS", fit, student_scaled, hyperparameters_used, **extra)
 
 
 TUNABLE_METHODS = tuple(tuning.METHOD_HYPERPARAMETERS)  # ls, ils1, ils2, ils
@@ -235,6 +263,7 @@ def tune(
     strategy: tf.distribute.Strategy | None = None,
     seed: int = 0,
     verbose: int = 0,
+    temperature_estimator: str = "map",
 ) -> dict:
     """The paper's tuning protocol: one teacher, then a KerasTuner search per method, then the best students.
 
@@ -262,12 +291,13 @@ def tune(
         strategy: a `tf.distribute` strategy for every model.
         seed: seeds the teacher, every trial's initial weights, shuffling and the oracle.
         verbose: KerasTuner/Keras verbosity.
+        temperature_estimator: as in `run`. Defaults to `"map"`.
 
     Returns:
         The results dict that `results.json` holds.
     """
     role = _check_tune_arguments(methods, search_space, algorithm)
-    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose)
+    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose, temperature_estimator)
     spec = _SearchSpec(setup, search_space, algorithm, max_trials, directory)
     os.makedirs(directory, exist_ok=True)
     teacher_path = os.path.join(directory, "teacher.keras")
@@ -276,9 +306,9 @@ def tune(
         return {"role": "worker", "method": methods[0], "directory": directory}
 
     progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
-    with staged_directory(output_dir) as staging:
+    with staged_directory(output_dir, RESULT_FILES) as staging:
         report = _Report(splits, staging, progress)
-        teacher_scaled, t_star = _teacher_stage(setup, report, saved_at=teacher_path)
+        teacher_scaled, teacher_fit = _teacher_stage(setup, report, saved_at=teacher_path)
         for method in methods:
             tuner = _search(spec, method, teacher_scaled)
             best_trial = tuner.oracle.get_best_trials(1)[0]
@@ -286,7 +316,7 @@ def tune(
             found = {"trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
             _record_student(setup, report, METHOD_NAMES[method], tuning.best_student(tuner), chosen, **found)
         settings = {"algorithm": algorithm, "search_space": search_space, "max_trials": max_trials}
-        return report.write(setup.header(t_star, **settings))
+        return report.write(setup.header(teacher_fit, **settings))
 
 
 def _check_tune_arguments(methods, search_space, algorithm):
@@ -316,7 +346,8 @@ def _search(spec, method, teacher_scaled):
     cache = os.path.join(spec.directory, "teacher_logits.npz")
     teacher_logits = compute_teacher_logits(teacher_scaled, setup.splits.train, cache_path=cache)
     train_with_teacher = data.with_teacher_targets(setup.splits.train, teacher_logits)
-    train = training.training_pipeline(train_with_teacher, setup.recipe, setup.seed)
+    # made anew in every trial (after the trial's seed is set): a resumed trial sees the batches it saw uninterrupted
+    make_train = lambda: training.training_pipeline(train_with_teacher, setup.recipe, setup.seed)  # noqa: E731
 
     hypermodel = tuning.ILSHyperModel(
         lambda hp: _compiled_model(setup),
@@ -341,7 +372,7 @@ def _search(spec, method, teacher_scaled):
     if recipe.decay_at:
         callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))
     tuner.search(
-        train, validation_data=setup.validation, epochs=recipe.epochs, callbacks=callbacks, verbose=setup.verbose
+        make_train, validation_data=setup.validation, epochs=recipe.epochs, callbacks=callbacks, verbose=setup.verbose
     )
     return tuner
 
@@ -387,13 +418,13 @@ class _Report:
         self.test = training.evaluation_pipeline(splits.test)
         self.rows = []
 
-    def record(self, name, temps, model, temperature, hyperparameters_used, **extra):
+    def record(self, name, fit, model, hyperparameters_used, **extra):
         outputs, labels = data.predict_with_labels(model, self.test)
         result = evaluation.evaluate_outputs(outputs, labels, groups=self.splits.test_groups)
         probabilities = tf.nn.softmax(outputs).numpy()
         filename = f"reliability_{name.lower().replace(' ', '_').replace('+', 'plus')}.png"
         plots.reliability_diagram(probabilities, labels, os.path.join(self.staging, filename), title=name)
-        self.rows.append({**_row(name, temps, temperature, hyperparameters_used, result), **extra})
+        self.rows.append({**_row(name, fit, hyperparameters_used, result), **extra})
         self.progress.add(1)
 
     def write(self, header: dict) -> dict:
@@ -427,20 +458,21 @@ def _train_model(setup, loss, train_set, model_seed):
 
 
 def _calibrated(model, setup):
+    """`(model followed by its fitted TemperatureScaling, the TemperatureFit)`."""
     with setup.strategy.scope():
-        scaled = calibrate(model, setup.validation)
-    return scaled, float(scaled.layers[-1].temperature.numpy())
+        return calibrate(model, setup.validation, estimator=setup.temperature_estimator, return_fit=True)
 
 
 def _write_csv(rows, path):
     groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g != "hyperparameters"]
-    header = ["model", "temps", "temperature", "hyperparameters"]
+    header = ["model", "temps", "temperature", "temperature_status", "validation_examples", "hyperparameters"]
     header += [f"{g}_{c}" if g != "all" else c for g in groups for c in (*evaluation.COLUMNS, "count")]
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(header)
         for row in rows:
-            values = [row["model"], row["temps"], f"{row['temperature']:.6g}", json.dumps(row["hyperparameters"])]
+            values = [row["model"], row["temps"], f"{row['temperature']:.6g}", row["temperature_status"] or ""]
+            values += [row["validation_examples"] or "", json.dumps(row["hyperparameters"])]
             values += [row[g][c] for g in groups for c in (*evaluation.COLUMNS, "count")]
             writer.writerow(values)
 
@@ -450,17 +482,20 @@ def format_table(results: dict) -> str:
     groups = [
         g for g in results["rows"][0] if isinstance(results["rows"][0][g], dict) and g not in ("all", "hyperparameters")
     ]
-    header = f"{'model':<16}{'T':>7}{'accuracy':>10}" + "".join(f"{'acc ' + g:>12}" for g in groups)
+    header = f"{'model':<16}{'T':>7}{'T fit':>13}{'accuracy':>10}" + "".join(f"{'acc ' + g:>12}" for g in groups)
     header += f"{'NLL':>9}{'ECE':>9}{'cwECE':>9}{'paper-cwECE':>13}  hyperparameters"
     lines = [
-        f"{results['dataset']} / {results['model']}: teacher T* = {results['teacher_temperature']:.4f}",
+        f"{results['dataset']} / {results['model']}: teacher T* = {results['teacher_temperature']:.4f} "
+        f"({results['teacher_temperature_status']}; {results['temperature_estimator']} fit on "
+        f"{results['validation_examples']} validation examples)",
         "cwECE = classwise-ECE (paper Eq. 2); paper-cwECE = the authors' code's variant printed in the paper",
         header,
         "-" * len(header),
     ]
     for row in results["rows"]:
         a = row["all"]
-        line = f"{row['model']:<16}{row['temperature']:>7.3f}{100 * a['accuracy']:>9.2f}%"
+        line = f"{row['model']:<16}{row['temperature']:>7.3f}{row['temperature_status'] or '-':>13}"
+        line += f"{100 * a['accuracy']:>9.2f}%"
         line += "".join(f"{100 * row[g]['accuracy']:>11.2f}%" for g in groups)
         line += f"{a['nll']:>9.4f}{a['ece']:>9.4f}{a['cwece']:>9.4f}{a['class_conditional_ece']:>13.4f}  "
         line += ", ".join(f"{k}={v:g}" for k, v in row["hyperparameters"].items())

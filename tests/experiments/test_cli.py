@@ -303,3 +303,52 @@ class TestBenchmark:
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("keras-ils: error:") and "--replicates" in err[0]
         assert list(tmp_path.iterdir()) == []
+
+
+class TestRealData:
+    """scikit-learn's wine set (178 examples) as a user's .npz: the temperature fits and the output directory."""
+
+    @pytest.fixture
+    def wine(self, tmp_path):
+        sklearn_datasets = pytest.importorskip("sklearn.datasets")
+        x, y = sklearn_datasets.load_wine(return_X_y=True)
+        order = np.random.default_rng(0).permutation(len(y))
+        test, train = order[:45], order[45:]
+        path = tmp_path / "wine.npz"
+        np.savez(path, x_train=x[train], y_train=y[train], x_test=x[test], y_test=y[test])
+        return str(path)
+
+    def test_temperature_fits_are_reported_and_sane_and_a_rerun_replaces_the_results(self, tmp_path, capsys, wine):
+        out = tmp_path / "run"
+        assert cli.main(["run", "--dataset", wine, "--methods", "ls", "--epochs", "40", "--output-dir", str(out)]) == 0
+        results = json.loads((out / "results.json").read_text())
+        n_val = results["validation_examples"]
+        assert n_val == 27 and results["temperature_estimator"] == "map"  # 20 % of 133, stratified
+        assert results["teacher_temperature_status"] in ("fitted", "regularised")
+        assert 0.05 <= results["teacher_temperature"] <= 20
+        rows = {row["model"]: row for row in results["rows"]}
+        for name in ("No LS", "LS"):
+            raw, scaled = rows[name], rows[f"{name} + TempS"]
+            assert raw["temperature_status"] is None and raw["temperature"] == 1.0
+            assert scaled["temperature_status"] in ("fitted", "regularised") and scaled["validation_examples"] == n_val
+            assert scaled["all"]["nll"] <= 1.5 * raw["all"]["nll"] + 0.05
+        printed = capsys.readouterr()
+        assert f"fit on {n_val} validation examples" in printed.out
+        for line in printed.err.splitlines():  # the package's warnings, one line each
+            assert not line.startswith("keras_ils") and (
+                "Temperature scaling" not in line or "keras-ils: warning" in line
+            )
+        with open(out / "results.csv") as file:
+            assert {"temperature_status", "validation_examples"} <= set(csv.DictReader(file).fieldnames)
+
+        assert cli.main(["run", "--dataset", wine, "--methods", "ils1", "--epochs", "2", "--output-dir", str(out)]) == 0
+        pngs = sorted(p.name for p in out.glob("*.png"))
+        assert "reliability_ls.png" not in pngs and "reliability_ils1.png" in pngs and len(pngs) == 4
+
+    def test_the_authors_bounded_fit_on_request(self, tmp_path, wine):
+        out = tmp_path / "run"
+        argv = ["run", "--dataset", wine, "--methods", "ls", "--epochs", "2", "--temperature-fit", "authors"]
+        assert cli.main([*argv, "--output-dir", str(out)]) == 0
+        results = json.loads((out / "results.json").read_text())
+        assert results["temperature_estimator"] == "authors"
+        assert all(0.8 <= row["temperature"] <= 3.0 for row in results["rows"])
