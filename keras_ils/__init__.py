@@ -8,7 +8,14 @@ zoo and recipes, the many-students trainer, the pipeline behind `keras-ils`, the
 """
 
 from keras_ils import baselines, distillation, evaluation, metrics, tuning
-from keras_ils.calibration import TemperatureScaling, calibrate, fit_temperature
+from keras_ils.calibration import (
+    TemperatureFit,
+    TemperatureFitWarning,
+    TemperatureScaling,
+    calibrate,
+    estimate_temperature,
+    fit_temperature,
+)
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
 from keras_ils.losses import ILSLoss
@@ -23,12 +30,15 @@ __all__ = [
     "OnlineTeacher",
     "StaleCacheError",
     "TeacherLogits",
+    "TemperatureFit",
+    "TemperatureFitWarning",
     "TemperatureScaling",
     "baselines",
     "calibrate",
     "compute_teacher_logits",
     "distillation",
     "evaluate",
+    "estimate_temperature",
     "evaluation",
     "fit_temperature",
     "ils_targets",
