@@ -143,9 +143,15 @@ def _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iteration
 
     A grid of `_GRID_POINTS` values of `u = log(1 / T)` brackets the minimum;
     bisection on the objective's derivative in `u` refines it to machine
-    precision. An end of the grid that is the minimum is returned as it is.
+    precision. Where the objective still falls at an end of the range (its
+    derivative's sign there), that end is returned exactly.
     """
     n = logits.shape[1]
+
+    def slope(u):  # d/du of the objective per example, u = log(1 / T) per model
+        beta = np.exp(u)
+        return beta * _nll_slopes(beta, logits, true_logits) + u / (prior_scale**2 * n)
+
     grid = np.linspace(np.log(1.0 / high), np.log(1.0 / low), _GRID_POINTS)
     prior = lambda u: u**2 / (2.0 * prior_scale**2 * n)  # noqa: E731  (per example, like the mean NLL)
     objective = np.stack([_mean_nll(np.full(len(logits), np.exp(u)), logits, true_logits) + prior(u) for u in grid])
@@ -153,12 +159,12 @@ def _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iteration
     lo, hi = grid[np.maximum(best - 1, 0)], grid[np.minimum(best + 1, _GRID_POINTS - 1)]
     for _ in range(iterations):
         middle = 0.5 * (lo + hi)
-        beta = np.exp(middle)
-        up = beta * _nll_slopes(beta, logits, true_logits) + middle / (prior_scale**2 * n) > 0
+        up = slope(middle) > 0
         hi = np.where(up, middle, hi)
         lo = np.where(up, lo, middle)
-    u = np.where(best == 0, grid[0], np.where(best == _GRID_POINTS - 1, grid[-1], 0.5 * (lo + hi)))
-    return np.exp(-u)
+    at_high = slope(np.full(len(logits), grid[0])) >= 0
+    at_low = slope(np.full(len(logits), grid[-1])) <= 0
+    return np.where(at_high, high, np.where(at_low, low, np.exp(-0.5 * (lo + hi))))
 
 
 def _check_estimator(estimator, prior_scale, bounds):
@@ -235,7 +241,10 @@ def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
     if estimator == "map":
         prior = f"the maximum a posteriori estimate under the prior log T ~ N(0, {prior_scale:g}^2)"
         if temperature in (low, high):
-            return "at_bound", f"T* = {temperature:g} is the end of the searched range [{low:g}, {high:g}] ({prior})."
+            return "at_bound", (
+                f"Temperature scaling: {prior} lies at or beyond the end of the searched range [{low:g}, {high:g}] "
+                f"(the maximum-likelihood T = {likelihood:.4g}); T* = {temperature:g} is that end, not an optimum."
+            )
         if likelihood in SEARCH_BOUNDS:
             return "regularised", (
                 f"Temperature scaling: {falls}{' (the model separates them)' if separable else ''}, so it has no "

@@ -77,6 +77,19 @@ class TestFitTemperature:
         t = fit_temperature(logits, labels, estimator="authors")
         assert 0.8 < t < 3.0 and t == pytest.approx(_scipy_optimum(_nll, (logits, labels)), rel=1e-5)
 
+    def test_map_at_an_end_of_the_range_is_that_end_exactly_and_said(self, rng):
+        labels, logits = _overconfident(rng, n=20000, scale=3.0)
+        with pytest.warns(TemperatureFitWarning, match="end of the searched range"):
+            fit = estimate_temperature(logits, labels, bounds=(0.5, 2.0))
+        assert (fit.temperature, fit.status) == (2.0, "at_bound")
+
+    def test_map_optimum_between_the_first_grid_points_is_found(self, rng):
+        labels, logits = _overconfident(rng, n=20000, scale=3.0)
+        inside = fit_temperature(logits, labels)
+        high = inside * 1.01  # the optimum lies between the two grid points nearest this end of the range
+        got = fit_temperature(logits, labels, bounds=(0.5, high))
+        assert got < high and got == pytest.approx(inside, rel=1e-9)
+
     def test_label_forms(self, rng):
         labels, logits = _overconfident(rng, n=500)
         t = fit_temperature(logits, labels)
