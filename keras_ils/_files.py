@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 import shutil
 import tempfile
 
@@ -61,6 +62,8 @@ def _staging_prefix(output_dir: str) -> str:
 
 
 def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would send CTRL_C_EVENT there: never treat a run as gone
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -73,25 +76,30 @@ def _alive(pid: int) -> bool:
 def remove_abandoned_staging(output_dir: str) -> None:
     """Removes the staging directories that killed runs into `output_dir` left beside it.
 
-    A staging directory is named `.keras-ils-staging-<output name>-<pid>-<random>`;
-    only those of `output_dir` whose process is gone are removed, so a run
-    writing into the same place at the same time keeps its own.
+    A staging directory is named `.keras-ils-staging-<output name>-<pid>-<random>`
+    (the random part has no `-`); only those of `output_dir` whose process is
+    gone are removed, so a run writing into the same place at the same time
+    keeps its own, and so does a run into `<output name>-2024`.
     """
     parent, prefix = os.path.dirname(os.path.abspath(output_dir)), _staging_prefix(output_dir)
+    own = re.compile(re.escape(prefix) + r"(\d+)-[^-]+")
     for path in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
-        pid = os.path.basename(path)[len(prefix) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        match = own.fullmatch(os.path.basename(path))
+        if match and not _alive(int(match.group(1))):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _check_writable(output_dir: str) -> None:
-    """Fails now, before any training, when an existing `output_dir` cannot take new files."""
-    if not os.path.exists(output_dir):
-        return
-    if not os.path.isdir(output_dir):
+def check_writable(output_dir: str) -> None:
+    """Fails now, before any training, when `output_dir` (or the nearest existing folder above it) cannot be written."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
+    existing = os.path.abspath(output_dir)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
     try:
-        handle, probe = tempfile.mkstemp(dir=output_dir, prefix=".keras-ils-write-check-")
+        if not os.path.isdir(existing):
+            raise NotADirectoryError(f"{existing} is a file")
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".keras-ils-write-check-")
         os.close(handle)
         os.remove(probe)
     except OSError as error:
@@ -112,7 +120,7 @@ def staged_directory(output_dir: str, result_files: tuple = ()):
     search directory, a teacher cache) are left alone.
     """
     parent = os.path.dirname(os.path.abspath(output_dir))
-    _check_writable(output_dir)
+    check_writable(output_dir)
     try:
         os.makedirs(parent, exist_ok=True)
         remove_abandoned_staging(output_dir)

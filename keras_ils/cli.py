@@ -212,20 +212,13 @@ def _load(args):
     """`(splits, model name, recipe)` from the common arguments."""
     from keras_ils.experiments import datasets, training
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        splits = datasets.load(
-            args.dataset,
-            data_dir=args.data_dir,
-            validation_fraction=args.validation_fraction,
-            seed=args.seed,
-            num_classes=args.num_classes,
-        )
-    for warning in caught:  # the data's warnings (a class scarce in validation) as one line each
-        if issubclass(warning.category, UserWarning):
-            print(f"keras-ils: warning: {warning.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    splits = datasets.load(  # a class scarce in validation warns: one line, `_one_line_warning`
+        args.dataset,
+        data_dir=args.data_dir,
+        validation_fraction=args.validation_fraction,
+        seed=args.seed,
+        num_classes=args.num_classes,
+    )
     model_name = args.model or ("resnet20" if splits.is_image else "mlp")
     recipe = training.recipe_for(model_name, splits.name, epochs=args.epochs, batch_size=args.batch_size)
     return splits, model_name, recipe
@@ -299,11 +292,11 @@ def tune_command(args) -> int:
 def benchmark_command(args) -> int:
     import shlex
 
+    from keras_ils._files import check_writable
     from keras_ils.experiments import synthetic_protocol
 
     output_dir = args.output_dir or os.path.join("runs", f"benchmark-{args.experiment}-seed{args.seed}")
-    if os.path.exists(output_dir) and not os.path.isdir(output_dir):  # fail before hours of training
-        raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
+    check_writable(output_dir)  # fail before hours of training
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
     results = synthetic_protocol.run_replicates(
         args.replicates,
@@ -350,7 +343,7 @@ def _check_arguments(args) -> None:
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
-    """The package's warnings (a temperature fit that was regularised, ...) as one `keras-ils: warning:` line."""
+    """The package's warnings (a regularised temperature fit, a class scarce in validation) as one line each."""
     if category.__module__.startswith("keras_ils"):
         print(f"keras-ils: warning: {message}", file=sys.stderr)
     else:

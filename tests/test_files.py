@@ -83,7 +83,8 @@ class TestAbandonedStaging:
     def test_staging_of_live_runs_and_of_other_outputs_is_kept(self, tmp_path):
         live = tmp_path / f".keras-ils-staging-run-{os.getppid()}-abc"
         other = tmp_path / ".keras-ils-staging-other-999999999-abc"
-        live.mkdir()
-        other.mkdir()
+        longer_name = tmp_path / ".keras-ils-staging-run-2024-999999999-abc"  # output "run-2024", not "run"
+        for path in (live, other, longer_name):
+            path.mkdir()
         _files.remove_abandoned_staging(str(tmp_path / "run"))
-        assert live.exists() and other.exists()
+        assert live.exists() and other.exists() and longer_name.exists()

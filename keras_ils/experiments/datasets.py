@@ -18,7 +18,7 @@ A split with no validation example of some class (or, for tfds, no training
 example) is a `ValueError` naming the class and its counts: `T*` and the
 model selection would never see that class, and the run would report
 calibration it never measured. A class with fewer than
-`MIN_VALIDATION_PER_CLASS` (5) validation examples is only a `UserWarning`:
+`MIN_VALIDATION_PER_CLASS` (5) validation examples is only a `SmallValidationWarning` (a `UserWarning`):
 the run is valid, but the temperature fit and the hyperparameter choice rest
 on that few examples of the class, and a user with a rare class may accept
 that knowingly.
@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from keras_ils._checks import number_in
 from keras_ils.experiments import synthetic
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -56,12 +57,12 @@ class Splits(NamedTuple):
         return len(self.input_shape) == 3
 
 
+class SmallValidationWarning(UserWarning):
+    """A class with fewer than `MIN_VALIDATION_PER_CLASS` validation examples."""
+
+
 def _check_fraction(validation_fraction):
-    if not 0 < validation_fraction < 1:
-        raise ValueError(
-            "Invalid value for argument `validation_fraction`. Expected a float in (0, 1). "
-            f"Received: validation_fraction={validation_fraction!r}"
-        )
+    number_in("validation_fraction", validation_fraction, 0, 1, low_open=True, high_open=True)
 
 
 def _check_num_classes(num_classes):
@@ -212,7 +213,7 @@ def _check_split(source, train_counts, validation_counts, advice):
             f"{_class_list(validation_counts, few)}. The teacher's temperature T*, each model's best epoch and "
             "the hyperparameter choice rest on that many examples of those classes, so expect noisy "
             f"calibration for them. {advice}",
-            UserWarning,
+            SmallValidationWarning,
             stacklevel=3,
         )
 
@@ -255,7 +256,7 @@ def load_npz(
     proportions, every class with two or more training examples gets at least
     one validation example, and the same seed gives the same split. A class
     with a single training example is a `ValueError` (it cannot be in both
-    splits); fewer than 5 validation examples of a class is a `UserWarning`
+    splits); fewer than 5 validation examples of a class is a `SmallValidationWarning`
     (see the module docstring).
 
     Args:

@@ -146,3 +146,11 @@ def test_scarce_class_is_one_warning_line_then_the_run(tmp_path, capsys, monkeyp
 def test_default_validation_fraction_is_20_percent():
     for command in ("run", "tune"):
         assert cli.build_parser().parse_args([command]).validation_fraction == 0.2
+
+
+def test_benchmark_with_an_unwritable_output_directory_fails_before_training(capsys, monkeypatch):
+    from keras_ils.experiments import synthetic_protocol
+
+    monkeypatch.setattr(synthetic_protocol, "run_replicates", lambda *a, **k: pytest.fail("trained"))
+    assert cli.main(["benchmark", "synthetic", "--quick", "--output-dir", "/proc/keras-ils-test/out"]) == 2
+    assert "Cannot write the output directory" in capsys.readouterr().err
