@@ -22,24 +22,30 @@ def one_hot_labels(labels, num_classes):
     return ops.one_hot(labels, num_classes, dtype="float32")
 
 
-def class_indices(labels, num_classes) -> tuple:
+def class_indices(labels, num_classes=None) -> tuple:
     """`(labels as int32, checks)`: sparse labels checked to be whole numbers in `[0, num_classes)`.
 
     Float labels are accepted when they hold whole numbers (Keras hands a loss
     its `y_true` in the loss's float dtype) and refused otherwise, never
-    truncated. Eager values raise `ValueError`; in a TensorFlow graph the
-    checks are `tf.debugging` assertions, returned for `tf.data` maps to
-    depend on (see `check_labels_in_range`).
+    truncated; booleans are classes 0 and 1. The range is checked in the
+    labels' own dtype, before the cast (an int64 label of 2**32 + 1 must not
+    wrap to 1); `num_classes=None` checks whole numbers only. Eager values
+    raise `ValueError`; in a TensorFlow graph the checks are `tf.debugging`
+    assertions, returned for `tf.data` maps to depend on (see
+    `check_labels_in_range`).
     """
     labels = ops.convert_to_tensor(labels)
+    if keras.backend.standardize_dtype(labels.dtype) == "bool":
+        labels = ops.cast(labels, "int32")
     if keras.backend.is_float_dtype(labels.dtype):
         checks = _check_whole_numbers(labels)
     elif keras.backend.is_int_dtype(labels.dtype):
         checks = []
     else:
         raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
-    labels = ops.cast(labels, "int32")
-    return labels, checks + check_labels_in_range(labels, num_classes)
+    if num_classes is not None:
+        checks += check_labels_in_range(labels, num_classes)
+    return ops.cast(labels, "int32"), checks
 
 
 def _check_whole_numbers(labels) -> list:
@@ -70,7 +76,8 @@ def check_labels_in_range(labels, num_classes) -> list:
     Eager values raise `ValueError`. Inside a TensorFlow graph (`model.fit`,
     a `tf.data` map) the check is a pair of `tf.debugging` assertions carrying
     the same message; they are returned so that a `tf.data` map can make its
-    output depend on them (`tf.function` runs them anyway). Eager: `[]`.
+    output depend on them (`tf.function` runs them anyway; XLA drops them,
+    so under `jit_compile` only the input pipeline's maps check). Eager: `[]`.
     """
     message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
     if keras.backend.backend() == "tensorflow":

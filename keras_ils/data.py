@@ -132,6 +132,7 @@ def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, *
     Args:
         dataset: `(x, y)` or tfds-dict dataset, batched or not.
         num_classes: when given, labels outside `[0, num_classes)` raise.
+            Float labels that are not whole numbers always raise.
         **keys: `image_key`/`label_key` for tfds dicts.
 
     Example:
@@ -142,8 +143,6 @@ def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, *
     """
 
     def cast(x, y):
-        if num_classes is None:
-            return x, tf.cast(y, tf.int32)
         y, checks = _labels.class_indices(y, num_classes)
         with tf.control_dependencies(checks):
             return x, tf.identity(y)

@@ -70,3 +70,19 @@ class TestFloatLabels:
     def test_strings_are_a_type_error(self):
         with pytest.raises(TypeError, match="integer class indices"):
             _labels.class_indices(tf.constant(["a"]), 3)
+
+    def test_range_is_checked_before_the_int32_cast(self):
+        with pytest.raises(ValueError, match="Expected class indices"):
+            _labels.class_indices(np.array([2**32 + 1], dtype=np.int64), 3)
+
+    def test_booleans_are_classes_zero_and_one(self):
+        labels, _ = _labels.class_indices(np.array([True, False]), 2)
+        np.testing.assert_array_equal(_np(labels), [1, 0])
+
+
+def test_hard_label_map_refuses_fractional_labels_without_num_classes():
+    from keras_ils import data
+
+    ds = data.with_hard_labels(tf.data.Dataset.from_tensor_slices((np.zeros((2, 1)), [1.0, 1.5])))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="whole numbers"):
+        list(ds)
