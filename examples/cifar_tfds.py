@@ -3,7 +3,7 @@
 What `keras-ils run --dataset tfds:cifar10` does, by hand, so you can copy the
 parts you need into your own pipeline:
 
-1. load with tfds, standardise, carve 10 % of train for validation;
+1. load with tfds, standardise, carve the last 10 % of train for validation (the paper's 45K/5K);
 2. train the teacher with plain cross-entropy (SGD 0.1, momentum 0.9, weight
    decay 1e-4, step decay, random crop + flip), best validation epoch restored;
 3. calibrate it (`keras_ils.calibrate`), compute its logits on the CLEAN
@@ -49,7 +49,7 @@ def main(argv=None):
     parser.add_argument("--cache", default=None, help="teacher-logits cache file (refused if it is stale)")
     args = parser.parse_args(argv)
 
-    splits = datasets.load_tfds(args.dataset, data_dir=args.data_dir)
+    splits = datasets.load_tfds(args.dataset, data_dir=args.data_dir, validation_fraction=0.1)
     recipe = training.recipe_for(args.model, args.dataset, epochs=args.epochs, batch_size=args.batch_size)
     strategy = tf.distribute.MirroredStrategy() if args.mirrored else tf.distribute.get_strategy()
     validation = training.evaluation_pipeline(splits.validation)

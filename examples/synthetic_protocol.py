@@ -34,9 +34,17 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="seed of the first replicate")
     parser.add_argument("--output-dir", default="runs/synthetic_protocol")
     parser.add_argument("--quick", action="store_true", help="small grids, 200 test points per class, 30 epochs")
+    parser.add_argument(
+        "--temperature-fit",
+        choices=("map", "mle", "authors"),
+        default="map",
+        help="every model's temperature fit (keras_ils.calibration.fit_temperature's estimator; default: map)",
+    )
     args = parser.parse_args(argv)
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
-    results = synthetic_protocol.run_replicates(args.replicates, args.seed, **settings)
+    results = synthetic_protocol.run_replicates(
+        args.replicates, args.seed, temperature_estimator=args.temperature_fit, **settings
+    )
     command = "python examples/synthetic_protocol.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     summary = synthetic_protocol.write_outputs(results, args.output_dir, command)
     print(synthetic_protocol.markdown(results, summary, command))

@@ -23,7 +23,7 @@ from keras_ils.plots import reliability_diagram
 from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
 from keras_ils.teacher import OnlineTeacher, StaleCacheError, TeacherLogits, compute_teacher_logits
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ILSLoss",

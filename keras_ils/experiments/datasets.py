@@ -221,8 +221,9 @@ def _check_split(source, train_counts, validation_counts, advice):
 def _stratified_split(y, num_classes, validation_fraction, seed):
     """`(train_rows, validation_rows)`: a seeded permutation of each class, its share in proportion.
 
-    The validation split holds `round(validation_fraction * len(y))` examples
-    (more only where the minimum of one per class needs them), shared among
+    The validation split holds about `round(validation_fraction * len(y))`
+    examples (more where the minimum of one per class needs them, fewer where
+    the classes have no room to give more: never all of a class), shared among
     the classes in proportion to their counts (largest remainders): at least
     one of every class with two or more examples, never all of a class.
     """
