@@ -227,10 +227,10 @@ def _load(args):
 def run_command(args) -> int:
     from keras_ils.experiments import pipeline
 
-    splits, model_name, recipe = _load(args)
-    hyperparameters = pipeline.default_hyperparameters(
-        splits.name, epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature
+    hyperparameters = pipeline.default_hyperparameters(  # bad values fail before any data is read
+        args.dataset, epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature
     )
+    splits, model_name, recipe = _load(args)
     output_dir = args.output_dir or os.path.join(
         "runs", f"{splits.name.replace(os.sep, '_')}-{model_name}-seed{args.seed}"
     )

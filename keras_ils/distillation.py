@@ -222,6 +222,8 @@ class FitTemperatureOnTrainEnd(keras.callbacks.Callback):
 
     Args:
         validation_data: `(x, y)` arrays or a dataset of `(x, y)` batches.
+        **calibrate_options: the temperature fit (`estimator`,
+            `prior_scale`, `bounds`), as in `keras_ils.calibrate`.
 
     Example:
 
@@ -236,12 +238,13 @@ class FitTemperatureOnTrainEnd(keras.callbacks.Callback):
     True
     """
 
-    def __init__(self, validation_data):
+    def __init__(self, validation_data, **calibrate_options):
         super().__init__()
         self.validation_data = validation_data
+        self.calibrate_options = calibrate_options
         self.temperature = None
         self.calibrated_model = None
 
     def on_train_end(self, logs=None):
-        self.calibrated_model = calibrate(self.model, self.validation_data)
+        self.calibrated_model = calibrate(self.model, self.validation_data, **self.calibrate_options)
         self.temperature = float(ops.convert_to_numpy(self.calibrated_model.layers[-1].temperature))

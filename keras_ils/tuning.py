@@ -283,7 +283,7 @@ class ILSHyperModel(keras_tuner.HyperModel):
         return model.fit(*args, callbacks=callbacks, **kwargs)
 
 
-def best_student(tuner, *, calibrate_on=None):
+def best_student(tuner, *, calibrate_on=None, **calibrate_options):
     """The best trial's model at its best epoch; temperature-scaled on `calibrate_on` when given.
 
     Args:
@@ -291,6 +291,8 @@ def best_student(tuner, *, calibrate_on=None):
         calibrate_on: validation data (hard labels) to fit the student's
             temperature on (the paper's "+TempS"); `None` returns the model as
             trained. Defaults to `None`.
+        **calibrate_options: the temperature fit (`estimator`,
+            `prior_scale`, `bounds`), as in `keras_ils.calibrate`.
 
     Returns:
         A `keras.Model`; with `calibrate_on`, it ends in a fitted
@@ -299,7 +301,7 @@ def best_student(tuner, *, calibrate_on=None):
     with warnings.catch_warnings():  # the checkpoint holds the optimizer's state, which inference does not need
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
         model = tuner.get_best_models(num_models=1)[0]
-    return model if calibrate_on is None else calibration.calibrate(model, calibrate_on)
+    return model if calibrate_on is None else calibration.calibrate(model, calibrate_on, **calibrate_options)
 
 
 ALGORITHMS = ("grid", "random", "bayesian", "hyperband")

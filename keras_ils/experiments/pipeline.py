@@ -20,7 +20,7 @@ import tensorflow as tf
 from keras_ils import baselines, data, distillation, evaluation, plots, tuning
 from keras_ils import metrics as _metrics
 from keras_ils._checks import invalid
-from keras_ils._files import staged_directory
+from keras_ils._files import atomic_write, staged_directory
 from keras_ils.calibration import ESTIMATORS, calibrate
 from keras_ils.experiments import models, training
 from keras_ils.losses import ILSLoss
@@ -300,6 +300,7 @@ def tune(
     setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose, temperature_estimator)
     spec = _SearchSpec(setup, search_space, algorithm, max_trials, directory)
     os.makedirs(directory, exist_ok=True)
+    _same_temperature_fit(directory, setup.temperature_estimator)
     teacher_path = os.path.join(directory, "teacher.keras")
     if role == "worker":  # trains trials for the chief's oracle; the chief makes the teacher and the report
         _search(spec, methods[0], _wait_for(teacher_path, setup.strategy))
@@ -317,6 +318,21 @@ def tune(
             _record_student(setup, report, METHOD_NAMES[method], tuning.best_student(tuner), chosen, **found)
         settings = {"algorithm": algorithm, "search_space": search_space, "max_trials": max_trials}
         return report.write(setup.header(teacher_fit, **settings))
+
+
+def _same_temperature_fit(directory, estimator):
+    """A search directory keeps the temperature fit it was made with: the cached targets and trials depend on it."""
+    path = os.path.join(directory, "temperature_fit.json")
+    if os.path.exists(path):
+        with open(path) as file:
+            made_with = json.load(file)["estimator"]
+        if made_with != estimator:
+            raise ValueError(
+                f"The search in {directory} was made with the temperature fit {made_with!r}, not {estimator!r}: "
+                "its teacher's targets and trials depend on it. Resume with the same fit, or use another directory."
+            )
+    else:
+        atomic_write(path, lambda file: file.write(json.dumps({"estimator": estimator}).encode()))
 
 
 def _check_tune_arguments(methods, search_space, algorithm):
@@ -421,7 +437,7 @@ class _Report:
     def record(self, name, fit, model, hyperparameters_used, **extra):
         outputs, labels = data.predict_with_labels(model, self.test)
         result = evaluation.evaluate_outputs(outputs, labels, groups=self.splits.test_groups)
-        probabilities = tf.nn.softmax(outputs).numpy()
+        probabilities, _ = evaluation.probabilities(outputs)
         filename = f"reliability_{name.lower().replace(' ', '_').replace('+', 'plus')}.png"
         plots.reliability_diagram(probabilities, labels, os.path.join(self.staging, filename), title=name)
         self.rows.append({**_row(name, fit, hyperparameters_used, result), **extra})

@@ -200,7 +200,8 @@ class TestTune:
         assert ils1["temperature"] == 1.0 and results["rows"][5]["temperature"] > 0
         printed = capsys.readouterr().out
         assert "LS: 2 trials, best validation NLL" in printed and "ILS1 + TempS" in printed
-        assert sorted(os.listdir(tmp_path / "o" / "search")) == ["ils1", "ls", "teacher.keras", "teacher_logits.npz"]
+        search = sorted(os.listdir(tmp_path / "o" / "search"))
+        assert search == ["ils1", "ls", "teacher.keras", "teacher_logits.npz", "temperature_fit.json"]
 
         # again on the same directory: the teacher is loaded, no trial trains, the same table comes out
         monkeypatch.setattr(pipeline, "_train_model", lambda *a, **k: pytest.fail("the teacher was trained again"))
@@ -210,6 +211,10 @@ class TestTune:
         for before, after in zip(results["rows"], again["rows"], strict=True):
             assert after["hyperparameters"] == before["hyperparameters"]
             np.testing.assert_allclose(after["all"]["nll"], before["all"]["nll"], rtol=1e-6)
+
+        # another temperature fit cannot resume this search: its targets and trials depend on the fit
+        assert cli.main([*argv, "--temperature-fit", "mle"]) == 2
+        assert "was made with the temperature fit 'map', not 'mle'" in capsys.readouterr().err
 
     @pytest.mark.parametrize(
         "argv, message",
