@@ -35,7 +35,7 @@ STUDENTS = {
     "ILS2": dict(method="ils2", epsilon=0.05, temperature=1.0),
     "ILS": dict(method="ils", p1=0.8, p2=2.0, temperature=1.0),
 }
-COLUMNS = ("accuracy", "nll", "ece", "cwece", "class_conditional_ece")
+COLUMNS = ("top_label_accuracy", "nll", "ece", "cwece", "class_conditional_ece")
 
 
 def evaluation_metrics():

@@ -151,6 +151,7 @@ def test_help_of_every_subcommand():
     assert "--search-space" in result.stdout and "KERASTUNER_TUNER_ID" in result.stdout
 
 
+@pytest.mark.slow  # about a minute on 2 cores; run with -m slow
 def test_all_methods_give_the_papers_full_list(tmp_path):
     assert cli.main(["run", "--methods", "all", "--epochs", "2", "--output-dir", str(tmp_path / "o")]) == 0
     rows = json.loads((tmp_path / "o" / "results.json").read_text())["rows"]
@@ -244,6 +245,7 @@ class TestTune:
         assert exit_info.value.code == 2 and "usage: keras-ils tune" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # about a minute on 2 cores; run with -m slow
 def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
