@@ -2,6 +2,7 @@ import importlib.util
 import pathlib
 
 import numpy as np
+import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
