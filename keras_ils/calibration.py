@@ -277,6 +277,12 @@ def _estimate(logits, labels, estimator, prior_scale, bounds) -> TemperatureFit:
     return TemperatureFit(temperature, status, len(labels), estimator, likelihood, message)
 
 
+def _warn(fit: TemperatureFit) -> None:
+    """The fit's `TemperatureFitWarning`, if it has one, pointing at the caller of the public function."""
+    if fit.warning:
+        warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=3)
+
+
 def estimate_temperature(
     logits,
     labels,
@@ -301,8 +307,7 @@ def estimate_temperature(
     ('regularised', 0.01, 0.954, 3)
     """
     fit = _estimate(logits, labels, estimator, prior_scale, bounds)
-    if fit.warning:
-        warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=2)
+    _warn(fit)
     return fit
 
 
@@ -375,8 +380,7 @@ def fit_temperature(
         modes as regularised point estimates).
     """
     fit = _estimate(logits, labels, estimator, prior_scale, bounds)
-    if fit.warning:
-        warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=2)
+    _warn(fit)
     return fit.temperature
 
 
@@ -420,8 +424,7 @@ def calibrate(
     outputs, y = predict_with_labels(model, validation_data)
     logits = outputs if from_logits else np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
     fit = _estimate(logits, y, estimator, prior_scale, bounds)
-    if fit.warning:
-        warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=2)
+    _warn(fit)
     scaling = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
     scaling.build(outputs.shape)
     calibrated = _followed_by(model, scaling)
