@@ -14,6 +14,7 @@ def _load(name):
     return module
 
 
+@pytest.mark.slow  # half a minute or more on 2 cores; run with -m slow
 def test_synthetic_quickstart_runs_and_reports_every_model(capsys):
     rows = _load("synthetic_quickstart").main(["--quick", "--seed", "1"])
     assert list(rows) == ["Bayes-optimal", "Teacher (No LS + TempS)", "No LS", "LS", "ILS1", "ILS2", "ILS"]
@@ -36,6 +37,7 @@ def test_cifar_example_with_mock_tfds(tmp_path, capsys):
         assert "ILS + TempS" in out and "accuracy" in out
 
 
+@pytest.mark.slow  # half a minute or more on 2 cores; run with -m slow
 def test_self_distillation_example_prints_ours_beside_the_paper(capsys):
     means = _load("self_distillation").main(["--replicates", "1", "--quick"])
     assert list(means) == ["Bayes-optimal", "No LS", "LS", "ILS"]
