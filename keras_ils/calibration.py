@@ -210,6 +210,11 @@ def fit_temperatures(
     logits = np.asarray(logits, np.float64)
     labels = np.asarray(labels, np.int64)
     true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    return _solve(logits, true_logits, estimator, prior_scale, low, high, iterations)
+
+
+def _solve(logits, true_logits, estimator, prior_scale, low, high, iterations=100):
+    """The estimator's `[M]` temperatures on checked float64 arrays."""
     if estimator == "map":
         return _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iterations)
     return _maximum_likelihood(logits, true_logits, low, high, iterations)
@@ -270,9 +275,12 @@ def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
 def _estimate(logits, labels, estimator, prior_scale, bounds) -> TemperatureFit:
     low, high = _check_estimator(estimator, prior_scale, bounds)
     logits, labels = _logits_and_labels(logits, labels)
-    options = dict(estimator=estimator, prior_scale=prior_scale, bounds=bounds)
-    temperature = float(fit_temperatures(logits[None], labels[None], **options)[0])
-    likelihood = float(fit_temperatures(logits[None], labels[None], estimator="mle", bounds=SEARCH_BOUNDS)[0])
+    logits, true_logits = logits[None], logits[np.arange(len(labels)), labels][None]
+    likelihood = float(_maximum_likelihood(logits, true_logits, *SEARCH_BOUNDS, iterations=100)[0])
+    if estimator != "map" and (low, high) == SEARCH_BOUNDS:
+        temperature = likelihood  # the unregularised fit is the estimate itself: not solved twice
+    else:
+        temperature = float(_solve(logits, true_logits, estimator, prior_scale, low, high)[0])
     status, message = _diagnosis(temperature, likelihood, len(labels), estimator, prior_scale, low, high)
     return TemperatureFit(temperature, status, len(labels), estimator, likelihood, message)
 
