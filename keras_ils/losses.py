@@ -1,4 +1,16 @@
-"""`ILSLoss`: cross-entropy against no-LS, LS, ILS1, ILS2 or ILS targets."""
+"""`ILSLoss`: cross-entropy against no-LS, LS, ILS1, ILS2 or ILS targets.
+
+`from_logits` defaults differ on purpose: `True` for the loss (as for the
+calibration layers, `keras_ils.calibrate` and `keras_ils.evaluate`), `False`
+for the metrics of `keras_ils.metrics` (as for Keras' own metrics). The loss
+is meant for models whose last layer is linear: on logits it is a
+log-softmax, the numerically stable form, and the calibrators act on logits.
+Keras' `CategoricalCrossentropy` defaults to `from_logits=False`: a model
+ending in a softmax needs `ILSLoss(from_logits=False)`, which the loss cannot
+detect (a softmax of probabilities is a valid distribution). The metrics'
+`False` default is the one whose misuse is loud: they check that `y_pred` are
+probabilities and refuse logits with an error naming `from_logits=True`.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +33,10 @@ class ILSLoss(keras.losses.Loss):
     - sparse integer labels (`[batch]` or `[batch, 1]`): plain cross-entropy,
       except that `method="ls"` applies standard label smoothing (which
       Keras' own sparse cross-entropy cannot);
-    - one-hot or soft targets (`[batch, K]`): cross-entropy against them.
+    - one-hot or soft targets (`[batch, K]`): cross-entropy against them;
+      `method="ls"` smooths them first, `y * (1 - epsilon) + epsilon / K`,
+      exactly as `keras.losses.CategoricalCrossentropy(label_smoothing=epsilon)`
+      does (the other methods need a teacher and take them as given).
 
     So one compiled model trains on teacher targets and validates on hard
     labels, and `val_loss` is then the paper's selection criterion, the
@@ -108,7 +123,8 @@ class ILSLoss(keras.losses.Loss):
         num_classes = y_pred.shape[-1]
         kind = _labels.y_true_kind(y_true, num_classes, len(y_pred.shape))
         if kind == "dense":
-            targets = y_true
+            smoothed = self.method == "ls"  # Keras' `label_smoothing`: the same formula on one-hot and soft rows
+            targets = _targets.targets_from_one_hot(y_true, **self._hyperparameters) if smoothed else y_true
         elif kind == "teacher":
             one_hot, teacher_logits = _labels.split_teacher_targets(y_true, num_classes)
             targets = _targets.targets_from_one_hot(one_hot, teacher_logits, **self._hyperparameters)

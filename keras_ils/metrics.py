@@ -11,7 +11,11 @@ equals the value on the whole set at once, and `tf.distribute` sums replicas.
 Every metric accepts the three `y_true` forms of the package: sparse labels,
 one-hot/soft targets (read as their argmax) and teacher targets built by
 `keras_ils.teacher_targets`. `y_pred` are probabilities unless
-`from_logits=True`.
+`from_logits=True`: the default is Keras' metrics' `False`, unlike `ILSLoss`'s
+`True` (see `keras_ils.losses`), because it is the default whose misuse is
+caught: probabilities are checked, and logits passed as probabilities are
+refused with an error that names `from_logits=True`, while probabilities read
+as logits would give a wrong value in silence.
 
 | metric                               | what it is                                           |
 |--------------------------------------|------------------------------------------------------|

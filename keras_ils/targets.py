@@ -185,7 +185,8 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
     """`ils_targets` for one-hot labels: the one implementation every caller uses.
 
     Args:
-        one_hot: `[..., K]` one-hot true classes.
+        one_hot: `[..., K]` one-hot true classes (for `"none"` and `"ls"`,
+            any soft target rows: label smoothing is the same linear map on them).
         teacher_logits: `[..., K]` calibrated teacher logits, or `None` for
             `"none"` and `"ls"`.
         **hyperparameters: `method`, `epsilon`, `p1`, `p2`, `temperature`,

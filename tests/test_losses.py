@@ -49,11 +49,59 @@ def test_sparse_labels_give_plain_cross_entropy(batch, method):
     np.testing.assert_allclose(_np(ILSLoss(method=method)(labels, student)), want, rtol=1e-6)
 
 
-def test_soft_targets_are_used_as_given(batch, rng):
+@pytest.mark.parametrize("method", ["none", "ils1", "ils2", "ils"])
+def test_soft_targets_are_used_as_given(batch, rng, method):
     _, _, student = batch
     soft = rng.dirichlet(np.ones(5), size=len(student))
     want = _np(keras.losses.CategoricalCrossentropy(from_logits=True)(soft, student))
-    np.testing.assert_allclose(_np(ILSLoss(method="ils")(soft, student)), want, rtol=1e-6)
+    np.testing.assert_allclose(_np(ILSLoss(method=method)(soft, student)), want, rtol=1e-6)
+
+
+class TestLabelSmoothingAsKeras:
+    """`method="ls"` on one-hot and soft targets is Keras' `CategoricalCrossentropy(label_smoothing=eps)`."""
+
+    @pytest.mark.parametrize("from_logits", [True, False])
+    @pytest.mark.parametrize("targets", ["one_hot", "soft"])
+    @pytest.mark.parametrize("k", [2, 3, 10])
+    @pytest.mark.parametrize("eps", [0.0, 0.05, 0.1, 0.3])
+    def test_matches_keras(self, rng, eps, k, targets, from_logits):
+        n = 24
+        labels = rng.integers(0, k, n)
+        y = np.eye(k)[labels] if targets == "one_hot" else rng.dirichlet(np.ones(k), size=n)
+        logits = 3.0 * rng.normal(size=(n, k)).astype("float32")
+        y_pred = logits if from_logits else _np(ops.softmax(logits))
+        keras_loss = keras.losses.CategoricalCrossentropy(label_smoothing=eps, from_logits=from_logits, reduction=None)
+        ours = ILSLoss(method="ls", epsilon=eps, from_logits=from_logits, reduction=None)
+        np.testing.assert_allclose(_np(ours(y, y_pred)), _np(keras_loss(y, y_pred)), rtol=1e-5, atol=1e-6)
+
+    def test_smoothed_targets_in_numpy(self, rng):
+        soft = rng.dirichlet(np.ones(4), size=8)
+        logits = rng.normal(size=(8, 4))
+        want = reference.cross_entropy(soft * 0.8 + 0.2 / 4, logits)
+        np.testing.assert_allclose(
+            _np(ILSLoss(method="ls", epsilon=0.2, reduction=None)(soft, logits)), want, rtol=1e-5
+        )
+
+    def test_sparse_and_one_hot_labels_give_the_same_loss(self, batch):
+        labels, _, student = batch
+        loss = ILSLoss(method="ls", epsilon=0.15)
+        np.testing.assert_allclose(_np(loss(labels, student)), _np(loss(np.eye(5)[labels], student)), rtol=1e-6)
+
+    def test_weighted_and_in_fit(self, rng):
+        x = rng.normal(size=(32, 4)).astype("float32")
+        y = np.eye(3)[rng.integers(0, 3, 32)].astype("float32")
+        w = rng.random(32)
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        keras_loss = keras.losses.CategoricalCrossentropy(label_smoothing=0.1, from_logits=True)
+        logits = model.predict(x, verbose=0)
+        np.testing.assert_allclose(
+            _np(ILSLoss(method="ls")(y, logits, sample_weight=w)),
+            _np(keras_loss(y, logits, sample_weight=w)),
+            rtol=1e-6,
+        )
+        model.compile(loss=ILSLoss(method="ls"))
+        np.testing.assert_allclose(model.evaluate(x, y, verbose=0), _np(keras_loss(y, logits)), rtol=1e-5)
 
 
 def test_probabilities_input(batch):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
+from keras_ils.targets import ils_targets, smoothing_factor, targets_from_one_hot, teacher_targets
 
 import reference
 
@@ -52,6 +52,14 @@ def test_ls_without_teacher(rng):
     labels = rng.integers(0, 4, 10)
     got = _np(ils_targets(labels, num_classes=4, method="ls", epsilon=0.2))
     np.testing.assert_allclose(got, np.eye(4)[labels] * 0.8 + 0.05, rtol=1e-6)
+
+
+@pytest.mark.parametrize("k", [2, 7])
+def test_ls_of_soft_rows_is_keras_label_smoothing(rng, k):
+    soft = rng.dirichlet(np.ones(k), size=10)
+    got = _np(targets_from_one_hot(soft, method="ls", epsilon=0.3))
+    np.testing.assert_allclose(got, soft * 0.7 + 0.3 / k, rtol=1e-6)
+    np.testing.assert_allclose(_np(targets_from_one_hot(soft, method="none")), soft, rtol=1e-6)
 
 
 def test_ils_eps_is_clipped_and_true_class_gets_one_minus_eps():
