@@ -147,6 +147,24 @@ def hard_labels(y_true, num_classes, y_pred_rank=None):
     return ops.cast(ops.argmax(y_true, axis=-1), "int32")
 
 
+def outputs_and_labels(outputs, labels, name: str = "logits") -> tuple:
+    """`(outputs as float64 [n, K], labels as int [n])`, checked: what the post-hoc calibration fits read.
+
+    `outputs` must be finite with `n >= 1` rows and `K >= 2` columns (`name`
+    is the argument the errors name); `labels` any `y_true` form, one per row.
+    """
+    outputs = np.asarray(ops.convert_to_numpy(outputs), dtype=np.float64)
+    if outputs.ndim != 2 or outputs.shape[1] < 2 or len(outputs) == 0:
+        raise ValueError(f"Argument `{name}` must have shape [n >= 1, K >= 2]. Received shape: {outputs.shape}")
+    bad = int(np.sum(~np.isfinite(outputs)))
+    if bad:
+        raise ValueError(f"Argument `{name}` must be finite. Received {bad} NaN or infinite values.")
+    labels = ops.convert_to_numpy(hard_labels(labels, outputs.shape[1], y_pred_rank=2))
+    if len(labels) != len(outputs):
+        raise ValueError(f"`{name}` and `labels` must have the same length. Received: {len(outputs)} and {len(labels)}")
+    return outputs, labels
+
+
 PROBABILITY_TOLERANCE = 1e-2  # |row sum - 1| and the excess over [0, 1] allowed (bfloat16 rounds by 0.4 %)
 
 

@@ -224,19 +224,6 @@ class TemperatureFitWarning(UserWarning):
     """A temperature fit that did not find a well-determined optimum (see `TemperatureFit.status`)."""
 
 
-def _logits_and_labels(logits, labels):
-    logits = np.asarray(ops.convert_to_numpy(logits), dtype=np.float64)
-    if logits.ndim != 2 or logits.shape[1] < 2 or len(logits) == 0:
-        raise ValueError(f"Argument `logits` must have shape [n >= 1, K >= 2]. Received shape: {logits.shape}")
-    bad = int(np.sum(~np.isfinite(logits)))
-    if bad:
-        raise ValueError(f"Argument `logits` must be finite. Received {bad} NaN or infinite values.")
-    labels = ops.convert_to_numpy(_labels.hard_labels(labels, logits.shape[1], y_pred_rank=2))
-    if len(labels) != len(logits):
-        raise ValueError(f"`logits` and `labels` must have the same length. Received: {len(logits)} and {len(labels)}")
-    return logits, labels
-
-
 def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
     """`(status, warning or None)` of a fit."""
     separable = likelihood == SEARCH_BOUNDS[0]
@@ -274,7 +261,7 @@ def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
 
 def _estimate(logits, labels, estimator, prior_scale, bounds) -> TemperatureFit:
     low, high = _check_estimator(estimator, prior_scale, bounds)
-    logits, labels = _logits_and_labels(logits, labels)
+    logits, labels = _labels.outputs_and_labels(logits, labels)
     logits, true_logits = logits[None], logits[np.arange(len(labels)), labels][None]
     likelihood = float(_maximum_likelihood(logits, true_logits, *SEARCH_BOUNDS, iterations=100)[0])
     if estimator != "map" and (low, high) == SEARCH_BOUNDS:
