@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from keras_ils._checks import number_in
+from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.experiments import synthetic
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -355,16 +355,46 @@ def _count_labels(y, num_classes, source):
     return np.bincount(y, minlength=num_classes)
 
 
+def _tfds_split_strings(validation_fraction, validation_size, train_splits):
+    """tfds split strings `(training, validation)`: the last share or count of the training splits validates."""
+    if isinstance(train_splits, str) or not train_splits or not all(isinstance(s, str) and s for s in train_splits):
+        raise invalid("train_splits", "a non-empty tuple of tfds split names, e.g. ('train', 'extra')", train_splits)
+    *rest, last = train_splits
+    if validation_size is not None:
+        integer_at_least("validation_size", validation_size, 1)
+        return "+".join([*rest, f"{last}[:-{validation_size}]"]), f"{last}[-{validation_size}:]"
+    if rest:
+        raise invalid("validation_size", "a count of validation examples when more than one split trains", None)
+    _check_fraction(validation_fraction)
+    percent = validation_fraction * 100
+    if abs(percent - round(percent)) > 1e-9:
+        raise ValueError(
+            "Invalid value for argument `validation_fraction`. Expected whole percent for tfds datasets "
+            f"(0.1, 0.2, ...). Received: validation_fraction={validation_fraction!r}"
+        )
+    cut = 100 - int(round(percent))
+    return f"{last}[:{cut}%]", f"{last}[{cut}%:]"
+
+
 def load_tfds(
     name: str,
     data_dir: str | None = None,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     num_classes: int | None = None,
+    *,
+    validation_size: int | None = None,
+    train_splits: tuple = ("train",),
 ) -> Splits:
     """A tensorflow-datasets dataset with `train` and `test` splits and supervised keys.
 
     The last `validation_fraction` of `train` (whole percent; 20 % by
     default, `0.1` is the paper's 45K/5K on CIFAR) is the validation split.
+    `validation_size`, when given, replaces the share by a count: the last
+    `validation_size` examples of the last of `train_splits`, all the others
+    train. The paper's SVHN split (598K/6K) is
+    `load_tfds("svhn_cropped", train_splits=("train", "extra"), validation_size=6000)`:
+    training `train+extra[:-6000]`, validation `extra[-6000:]`. More than one
+    training split needs `validation_size`.
     Its labels are counted: a class with no validation (or training) example
     is a `ValueError`, fewer than 5 validation examples a `UserWarning` (see
     the module docstring). Images are scaled to [0, 1] and standardised per
@@ -373,14 +403,8 @@ def load_tfds(
     """
     import tensorflow_datasets as tfds
 
-    _check_fraction(validation_fraction)
     _check_num_classes(num_classes)
-    percent = validation_fraction * 100
-    if abs(percent - round(percent)) > 1e-9:
-        raise ValueError(
-            "Invalid value for argument `validation_fraction`. Expected whole percent for tfds datasets "
-            f"(0.1, 0.2, ...). Received: validation_fraction={validation_fraction!r}"
-        )
+    training_split, validation_split = _tfds_split_strings(validation_fraction, validation_size, train_splits)
     try:
         builder = tfds.builder(name, data_dir=data_dir)
     except tfds.core.registered.DatasetNotFoundError as error:
@@ -390,10 +414,9 @@ def load_tfds(
         raise ValueError(f"tfds:{name} has no labels (no supervised keys); it cannot train a classifier.")
     known_classes = int(info.features["label"].num_classes)
     _check_known_classes(f"tfds:{name}", known_classes, num_classes)
-    cut = 100 - int(round(percent))
     train, validation, test = tfds.load(
         name,
-        split=[f"train[:{cut}%]", f"train[{cut}%:]", "test"],
+        split=[training_split, validation_split, "test"],
         data_dir=data_dir,
         as_supervised=True,
         shuffle_files=False,
@@ -413,15 +436,17 @@ def load_tfds(
         train_counts += _count_labels(y.numpy(), known_classes, f"tfds:{name}")
     if count == 0:
         raise ValueError(f"tfds:{name} has an empty training split.")
-    _check_split(
-        f"tfds:{name} (train[:{cut}%] for training, train[{cut}%:] for validation)",
-        train_counts,
-        sum(
-            (_count_labels(y.numpy(), known_classes, f"tfds:{name}") for _, y in validation.batch(1024)),
-            np.zeros(known_classes, np.int64),
-        ),
-        "A larger validation fraction may help.",
+    source = f"tfds:{name} ({training_split} for training, {validation_split} for validation)"
+    validation_counts = sum(
+        (_count_labels(y.numpy(), known_classes, f"tfds:{name}") for _, y in validation.batch(1024)),
+        np.zeros(known_classes, np.int64),
     )
+    if validation_size is not None and validation_counts.sum() != validation_size:
+        raise ValueError(
+            "Invalid value for argument `validation_size`. Expected at most the examples of the last training split. "
+            f"Received: validation_size={validation_size} ({source} has {validation_counts.sum()})"
+        )
+    _check_split(source, train_counts, validation_counts, "A larger validation fraction may help.")
     mean = (total / count).astype(np.float32)
     std = (np.sqrt(np.maximum(squares / count - (total / count) ** 2, 0)) + 1e-7).astype(np.float32)
     standardise = lambda x, y: ((x - mean) / std, y)  # noqa: E731
@@ -438,13 +463,18 @@ def load(
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     seed: int = 0,
     num_classes: int | None = None,
+    validation_size: int | None = None,
+    train_splits: tuple = ("train",),
 ) -> Splits:
     """`"synthetic"`, `"tfds:NAME"` or a path ending in `.npz`.
 
     `validation_fraction` (default 20 %) applies to tfds and `.npz` data; the
     synthetic task has its own validation set (50 per class). `num_classes`,
     when given, must match the synthetic task's 3 and a tfds dataset's count,
-    and bounds the labels of a `.npz`.
+    and bounds the labels of a `.npz`. `validation_size` and `train_splits`
+    are `load_tfds`'s (tfds only): `load("tfds:svhn_cropped",
+    train_splits=("train", "extra"), validation_size=6000)` is the paper's
+    598K/6K SVHN split.
 
     Example:
 
@@ -452,12 +482,24 @@ def load(
     'synthetic'
     """
     _check_num_classes(num_classes)
+    if not spec.startswith("tfds:") and (validation_size is not None or tuple(train_splits) != ("train",)):
+        raise ValueError(
+            f"`validation_size` and `train_splits` apply to tfds datasets only. Received: validation_size="
+            f"{validation_size!r}, train_splits={train_splits!r} for dataset {spec!r}"
+        )
     if spec == "synthetic":
         _check_fraction(validation_fraction)
         _check_known_classes("the synthetic task", synthetic.NUM_CLASSES, num_classes)
         return load_synthetic(seed=seed)
     if spec.startswith("tfds:"):
-        return load_tfds(spec[5:], data_dir=data_dir, validation_fraction=validation_fraction, num_classes=num_classes)
+        return load_tfds(
+            spec[5:],
+            data_dir=data_dir,
+            validation_fraction=validation_fraction,
+            num_classes=num_classes,
+            validation_size=validation_size,
+            train_splits=train_splits,
+        )
     if spec.endswith(".npz"):
         return load_npz(spec, validation_fraction=validation_fraction, seed=seed, num_classes=num_classes)
     raise ValueError(

@@ -286,3 +286,49 @@ def test_unknown_spec_and_fraction(tmp_path):
             datasets.load(_npz(tmp_path), validation_fraction=fraction)
     with pytest.raises(ValueError, match="No such .npz"):
         datasets.load(str(tmp_path / "missing.npz"))
+
+
+class TestTfdsValidationSize:
+    """An absolute validation count, and several training splits: the paper's 598K/6K SVHN split."""
+
+    def test_svhn_train_and_extra_with_6000_for_validation(self):
+        # the split strings are the keys: a different string would be a KeyError in the mock
+        labels = {"train+extra[:-6000]": np.arange(300) % 10, "extra[-6000:]": np.arange(6000) % 10, "test": [0, 1]}
+        with tfds.testing.mock_data(as_dataset_fn=_tfds_splits(labels)):
+            splits = datasets.load("tfds:svhn_cropped", train_splits=("train", "extra"), validation_size=6000)
+        count = lambda dataset: int(dataset.reduce(0, lambda n, _: n + 1))  # noqa: E731
+        assert (count(splits.train), count(splits.validation), count(splits.test)) == (300, 6000, 2)
+        assert splits.num_classes == 10 and splits.input_shape == (32, 32, 3)
+
+    def test_a_count_from_the_end_of_train(self):
+        labels = {"train[:-50]": np.arange(100) % 10, "train[-50:]": np.arange(50) % 10, "test": np.arange(10)}
+        with tfds.testing.mock_data(as_dataset_fn=_tfds_splits(labels)):
+            splits = datasets.load_tfds("cifar10", validation_size=50)
+        assert int(splits.validation.reduce(0, lambda n, _: n + 1)) == 50
+
+    def test_fewer_examples_than_the_count(self):
+        labels = {"train[:-500]": np.arange(100) % 10, "train[-500:]": np.arange(50) % 10, "test": np.arange(10)}
+        with tfds.testing.mock_data(as_dataset_fn=_tfds_splits(labels)):
+            with pytest.raises(ValueError, match=r"Invalid value for argument `validation_size`.*has 50\)"):
+                datasets.load_tfds("cifar10", validation_size=500)
+
+    @pytest.mark.parametrize(
+        "kwargs, argument",
+        [
+            (dict(validation_size=0), "validation_size"),
+            (dict(validation_size="6000"), "validation_size"),
+            (dict(validation_size=True), "validation_size"),
+            (dict(train_splits=("train", "extra")), "validation_size"),  # a share of two splits is ambiguous
+            (dict(train_splits="train", validation_size=10), "train_splits"),
+            (dict(train_splits=(), validation_size=10), "train_splits"),
+        ],
+    )
+    def test_bad_arguments(self, kwargs, argument):
+        with pytest.raises(ValueError, match=f"Invalid value for argument `{argument}`"):
+            datasets.load("tfds:svhn_cropped", **kwargs)
+
+    def test_tfds_only(self, tmp_path):
+        with pytest.raises(ValueError, match="apply to tfds datasets only"):
+            datasets.load(_npz(tmp_path), validation_size=10)
+        with pytest.raises(ValueError, match="apply to tfds datasets only"):
+            datasets.load("synthetic", train_splits=("train", "extra"))
