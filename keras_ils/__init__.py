@@ -1,13 +1,13 @@
 """keras_ils: Instance-based Label Smoothing (Maher & Kull, ICMLA 2021) for Keras 3.
 
 The method, what a Keras user imports: the public names live here, and `keras_ils.metrics`,
-`keras_ils.baselines`, `keras_ils.distillation`, `keras_ils.evaluation` and `keras_ils.tuning` are the
-homes of their own families. The paper's experiment machinery (synthetic task, datasets by name, model
-zoo and recipes, the many-students trainer, the pipeline behind `keras-ils`, the synthetic protocol) is
-`keras_ils.experiments`, built on this library and never imported by it.
+`keras_ils.calibrators`, `keras_ils.baselines`, `keras_ils.distillation`, `keras_ils.evaluation` and
+`keras_ils.tuning` are the homes of their own families. The paper's experiment machinery (synthetic task,
+datasets by name, model zoo and recipes, the many-students trainer, the pipeline behind `keras-ils`, the
+synthetic protocol) is `keras_ils.experiments`, built on this library and never imported by it.
 """
 
-from keras_ils import baselines, distillation, evaluation, metrics, tuning
+from keras_ils import baselines, calibrators, distillation, evaluation, metrics, tuning
 from keras_ils.calibration import (
     TemperatureFit,
     TemperatureFitWarning,
@@ -15,6 +15,14 @@ from keras_ils.calibration import (
     calibrate,
     estimate_temperature,
     fit_temperature,
+)
+from keras_ils.calibrators import (
+    CalibratorFit,
+    CalibratorFitWarning,
+    DirichletCalibration,
+    MatrixScaling,
+    VectorScaling,
+    fit_calibrator,
 )
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
@@ -26,20 +34,27 @@ from keras_ils.teacher import OnlineTeacher, StaleCacheError, TeacherLogits, com
 __version__ = "0.2.0"
 
 __all__ = [
+    "CalibratorFit",
+    "CalibratorFitWarning",
+    "DirichletCalibration",
     "ILSLoss",
+    "MatrixScaling",
     "OnlineTeacher",
     "StaleCacheError",
     "TeacherLogits",
     "TemperatureFit",
     "TemperatureFitWarning",
     "TemperatureScaling",
+    "VectorScaling",
     "baselines",
     "calibrate",
+    "calibrators",
     "compute_teacher_logits",
     "distillation",
     "evaluate",
     "estimate_temperature",
     "evaluation",
+    "fit_calibrator",
     "fit_temperature",
     "ils_targets",
     "metrics",

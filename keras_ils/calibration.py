@@ -1,4 +1,9 @@
-"""Temperature scaling: the layer, the 1-D fit, and one call to calibrate a model."""
+"""Temperature scaling: the layer, the 1-D fit, and one call to calibrate a model.
+
+`calibrate(model, data, method=...)` is also the route to the calibration maps
+beyond temperature of `keras_ils.calibrators` (vector scaling, matrix scaling,
+Dirichlet calibration).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_ils import _labels
+from keras_ils import _labels, calibrators
 from keras_ils._checks import invalid, positive
 from keras_ils.data import predict_with_labels
 
@@ -379,33 +384,47 @@ def fit_temperature(
     return fit.temperature
 
 
+METHODS = ("temperature", *calibrators.METHODS)
+
+
 def calibrate(
     model: keras.Model,
     validation_data,
     *,
+    method: str = "temperature",
     from_logits: bool = True,
     estimator: str = "map",
     prior_scale: float = DEFAULT_PRIOR_SCALE,
     bounds: tuple | None = None,
+    off_diagonal_l2: float | None = None,
+    intercept_l2: float | None = None,
     return_fit: bool = False,
 ):
-    """Fits `T*` on validation data and returns `model` followed by a fixed `TemperatureScaling`.
+    """Fits a calibration map on validation data and returns `model` followed by it, fixed.
 
     Args:
         model: a trained Keras classifier.
         validation_data: a `tf.data.Dataset` of batched `(x, y)` or a tuple
             `(x, y)`; `y` sparse, one-hot or teacher targets.
+        method: `"temperature"` (a `TemperatureScaling` holding `T*`),
+            `"vector"`, `"matrix"` or `"dirichlet"` (the layers of
+            `keras_ils.calibrators`, fitted by `fit_calibrator`).
+            Defaults to `"temperature"`.
         from_logits: whether `model` outputs logits (else probabilities).
             Defaults to `True`.
         estimator, prior_scale, bounds: the temperature fit, as in
-            `fit_temperature`. Defaults to the MAP fit.
-        return_fit: also return the `TemperatureFit` (status, example count,
-            unregularised optimum). Defaults to `False`.
+            `fit_temperature` (`method="temperature"` only). Defaults to the
+            MAP fit.
+        off_diagonal_l2, intercept_l2: ODIR's weights, as in `fit_calibrator`
+            (`"matrix"` and `"dirichlet"` only). Default to `0.01`.
+        return_fit: also return the fit's report: a `TemperatureFit` (status,
+            example count, unregularised optimum) or a
+            `keras_ils.calibrators.CalibratorFit`. Defaults to `False`.
 
     Returns:
-        A new model sharing `model`'s layers; its last layer is the
-        `TemperatureScaling` holding `T*` (`calibrated.layers[-1].temperature`).
-        With `return_fit=True`, `(calibrated model, TemperatureFit)`.
+        A new model sharing `model`'s layers; its last layer is the fitted
+        map (`calibrated.layers[-1]`; `.temperature` holds `T*`), not trainable.
+        With `return_fit=True`, `(calibrated model, fit report)`.
 
     Example:
 
@@ -415,8 +434,22 @@ def calibrate(
     >>> calibrated = calibrate(model, (x, y))
     >>> calibrated.predict(x, verbose=0).shape
     (64, 2)
+    >>> type(calibrate(model, (x, y), method="dirichlet").layers[-1]).__name__
+    'DirichletCalibration'
     """
+    if method not in METHODS:
+        raise invalid("method", f"one of {METHODS}", method)
+    odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2)
+    if method == "temperature" and any(value is not None for value in odir.values()):
+        raise calibrators._odir_refused(method)
     outputs, y = predict_with_labels(model, validation_data)
+    if method != "temperature":
+        odir = {name: value for name, value in odir.items() if value is not None}  # refused for "vector"
+        layer, fit = calibrators._fit(method, outputs, y, from_logits=from_logits, **odir)
+        if fit.warning:
+            warnings.warn(fit.warning, calibrators.CalibratorFitWarning, stacklevel=2)
+        calibrated = _followed_by(model, layer)
+        return (calibrated, fit) if return_fit else calibrated
     logits = outputs if from_logits else np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
     fit = _estimate(logits, y, estimator, prior_scale, bounds)
     _warn(fit)
