@@ -27,6 +27,13 @@ as logits would give a wrong value in silence.
 | `NegativeLogLikelihood`              | mean -log p_t                                        |
 | `BrierScore`                         | mean sum_j (p_j - y_j)^2                             |
 | `TopLabelAccuracy`                   | top-1 accuracy                                       |
+
+The equal-mass (adaptive) ECE is not a metric here: its bins are the
+confidences' ranks in the whole set, so no fixed per-bin sums stream it (a
+batch's rows land in bins only the later batches decide), and accumulating
+every prediction in a metric's state would break the fixed-size state that
+`tf.distribute` and XLA need. Compute it on the whole set of predictions with
+`keras_ils.evaluation.adaptive_ece` (a `scores`/`evaluate` key).
 """
 
 from __future__ import annotations

@@ -109,3 +109,15 @@ def nll(probs, labels):
 
 def brier(probs, labels):
     return float(((probs - np.eye(probs.shape[1])[labels]) ** 2).sum(1).mean())
+
+
+def adaptive_ece(probs, labels, n_bins=15):
+    """Equal-mass bins: rows sorted by confidence (stable), split by np.array_split, larger bins first."""
+    conf, pred = probs.max(1), probs.argmax(1)
+    correct = (pred == labels).astype(float)
+    order = np.argsort(conf, kind="stable")
+    total = 0.0
+    for members in np.array_split(order, n_bins):
+        if len(members):
+            total += len(members) / len(labels) * abs(correct[members].mean() - conf[members].mean())
+    return total

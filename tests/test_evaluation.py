@@ -33,6 +33,7 @@ def _reference_scores(probs, labels):
         class_conditional_ece=reference.class_conditional_ece(probs, labels),
         brier=reference.brier(probs, labels),
         mce=reference.mce(probs, labels),
+        adaptive_ece=reference.adaptive_ece(probs, labels),
     )
 
 
@@ -71,6 +72,11 @@ class TestScores:
         assert evaluation.scores(logits, labels[:, None]) == expected
         assert evaluation.scores(logits, np.asarray(teacher_targets(labels, logits))) == expected
         assert evaluation.scores(logits.reshape(20, 30, 3), labels.reshape(20, 30)) == expected
+
+    def test_one_label_per_prediction(self):
+        logits, labels = _predictions(0, n=10)
+        with pytest.raises(ValueError, match="one prediction per label"):
+            evaluation.scores(logits, labels[:7])
 
     def test_labels_out_of_range(self):
         logits, labels = _predictions(0, n=10)
@@ -139,3 +145,152 @@ def test_logits_given_as_probabilities_are_refused():
     logits = np.array([[2.0, -1.0, 0.5], [0.1, 3.0, -2.0]])
     with pytest.raises(ValueError, match="Invalid value for argument `y_pred`.*from_logits=True"):
         evaluation.scores(logits, [0, 1], from_logits=False)
+
+
+class TestPinnedNumbers:
+    """Hand-computed values (no confidence on a bin edge, so netcal's and torchmetrics' bins agree with ours)."""
+
+    PROBS = np.array([[0.95, 0.05], [0.94, 0.06], [0.62, 0.38], [0.61, 0.39], [0.55, 0.45]])
+    LABELS = np.array([0, 1, 0, 0, 1])
+
+    def test_ece_and_mce(self):
+        # 15 bins: {0.95, 0.94} in bin 14 (1 correct, confidence 1.89), {0.62, 0.61} in bin 9 (2, 1.23), 0.55 in 8
+        result = evaluation.scores(self.PROBS, self.LABELS, from_logits=False)
+        np.testing.assert_allclose(result["ece"], (0.89 + 0.77 + 0.55) / 5, rtol=1e-6)
+        np.testing.assert_allclose(result["mce"], 0.55, rtol=1e-6)
+
+    def test_adaptive_ece(self):
+        # 2 equal-mass bins by rank: {0.55, 0.61, 0.62} (2 correct, 1.78) and {0.94, 0.95} (1 correct, 1.89)
+        got = evaluation.adaptive_ece(self.PROBS, self.LABELS, num_bins=2)
+        np.testing.assert_allclose(got, (0.22 + 0.89) / 5, rtol=1e-6)
+        # 5 bins of one row each: the mean |correct - confidence|
+        want = np.mean(np.abs(np.array([1, 0, 1, 1, 0]) - self.PROBS.max(1)))
+        np.testing.assert_allclose(evaluation.adaptive_ece(self.PROBS, self.LABELS, num_bins=5), want, rtol=1e-6)
+
+
+class TestAdaptiveECE:
+    @pytest.mark.parametrize("num_bins", [1, 4, 15, 50])
+    def test_against_reference(self, num_bins):
+        logits, labels = _predictions(2, n=1003)
+        probs = reference.softmax(logits)
+        want = reference.adaptive_ece(probs, labels, num_bins)
+        np.testing.assert_allclose(evaluation.adaptive_ece(probs, labels, num_bins), want, rtol=1e-6)
+        got = evaluation.scores(logits, labels, num_bins=num_bins)["adaptive_ece"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-7)
+
+    def test_fewer_rows_than_bins_and_ties(self):
+        probs = np.array([[0.7, 0.3], [0.7, 0.3], [0.7, 0.3]])
+        labels = np.array([0, 1, 0])
+        for num_bins in (2, 10):
+            want = reference.adaptive_ece(probs, labels, num_bins)
+            np.testing.assert_allclose(evaluation.adaptive_ece(probs, labels, num_bins), want, rtol=1e-6)
+
+    def test_bins_hold_equal_mass_where_equal_width_bins_do_not(self):
+        probs = np.column_stack([np.linspace(0.9, 0.999, 600), 1 - np.linspace(0.9, 0.999, 600)])
+        labels = np.zeros(600, dtype=int)
+        counts, _, _ = evaluation.top_label_bins(probs, labels)
+        assert (counts > 0).sum() == 2  # equal width: two of 15 bins hold every row
+        # equal mass: 15 bins of 40 rows, each row correct, so the gap is 1 - mean confidence in every bin
+        np.testing.assert_allclose(evaluation.adaptive_ece(probs, labels), 1 - probs[:, 0].mean(), rtol=1e-6)
+
+    def test_bad_num_bins(self):
+        with pytest.raises(ValueError, match="Invalid value for argument `num_bins`"):
+            evaluation.adaptive_ece([[0.5, 0.5]], [0], num_bins=0)
+
+
+def _bootstrap_reference(score, arrays, seed, bootstrap, confidence):
+    """The percentile interval, written out: resample b takes default_rng(seed)'s b-th integers(0, n, n)."""
+    rng = np.random.default_rng(seed)
+    n = len(arrays[0])
+    values = []
+    for _ in range(bootstrap):
+        index = rng.integers(0, n, n)
+        values.append(score(*(a[index] for a in arrays)))
+    return np.percentile(values, [50 * (1 - confidence), 50 * (1 + confidence)])
+
+
+REFERENCE_SCORES = {
+    "accuracy": lambda p, y: (p.argmax(1) == y).mean(),
+    "nll": reference.nll,
+    "ece": reference.ece,
+    "brier": reference.brier,
+    "adaptive_ece": reference.adaptive_ece,
+    "cwece": reference.classwise_ece,
+}
+
+
+class TestBootstrap:
+    def test_intervals_against_a_numpy_bootstrap(self):
+        logits, labels = _predictions(1, n=300)
+        probs = reference.softmax(logits)
+        result = evaluation.evaluate_outputs(logits, labels, confidence=0.9, bootstrap=200, seed=3)["all"]
+        assert set(result["intervals"]) == set(evaluation.COLUMNS)
+        for name, score in REFERENCE_SCORES.items():
+            interval = result["intervals"][name]
+            assert interval.value == result[name]
+            want = _bootstrap_reference(score, (probs, labels), 3, 200, 0.9)
+            np.testing.assert_allclose((interval.low, interval.high), want, rtol=1e-4, atol=1e-7, err_msg=name)
+
+    def test_groups_are_resampled_on_their_own(self):
+        logits, labels = _predictions(0, n=200)
+        mask = np.arange(200) < 120
+        result = evaluation.evaluate_outputs(logits, labels, groups={"g": mask}, confidence=0.8, bootstrap=50, seed=1)
+        want = _bootstrap_reference(reference.nll, (reference.softmax(logits[mask]), labels[mask]), 1, 50, 0.8)
+        np.testing.assert_allclose(result["g"]["intervals"]["nll"][1:], want, rtol=1e-5)
+
+    def test_evaluate_passes_them_through_and_is_unchanged_without(self):
+        model, x, y = _model_and_data(n=120)
+        plain = evaluation.evaluate(model, (x, y))
+        assert "intervals" not in plain["all"]
+        result = evaluation.evaluate(model, (x, y), confidence=0.95, bootstrap=30, seed=2)
+        want = evaluation.evaluate_outputs(model.predict(x, verbose=0), y, confidence=0.95, bootstrap=30, seed=2)
+        assert result["all"]["intervals"]["ece"] == pytest.approx(want["all"]["intervals"]["ece"])
+        assert {k: v for k, v in result["all"].items() if k != "intervals"} == pytest.approx(plain["all"])
+
+    @pytest.mark.parametrize(
+        "kwargs, name",
+        [
+            (dict(confidence=1.0), "confidence"),
+            (dict(confidence=0.0), "confidence"),
+            (dict(confidence=0.9, bootstrap=0), "bootstrap"),
+            (dict(confidence=0.9, seed=-1), "seed"),
+        ],
+    )
+    def test_bad_arguments(self, kwargs, name):
+        logits, labels = _predictions(0, n=10)
+        with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
+            evaluation.evaluate_outputs(logits, labels, **kwargs)
+        with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
+            evaluation.paired_difference(logits, logits, labels, **kwargs)
+
+
+class TestPairedDifference:
+    def test_against_a_numpy_paired_bootstrap(self):
+        logits, labels = _predictions(1, n=300)
+        sharper = 2.0 * logits
+        result = evaluation.paired_difference(logits, sharper, labels, confidence=0.9, bootstrap=200, seed=5)
+        assert set(result) == set(evaluation.COLUMNS)
+        p_a, p_b = reference.softmax(logits), reference.softmax(sharper)
+        for name, score in REFERENCE_SCORES.items():
+            difference = lambda a, b, y, score=score: score(a, y) - score(b, y)  # noqa: E731
+            np.testing.assert_allclose(result[name].value, score(p_a, labels) - score(p_b, labels), rtol=1e-4,
+                                       atol=1e-7, err_msg=name)  # fmt: skip
+            want = _bootstrap_reference(difference, (p_a, p_b, labels), 5, 200, 0.9)
+            np.testing.assert_allclose((result[name].low, result[name].high), want, rtol=1e-4, atol=1e-6, err_msg=name)
+
+    def test_a_model_against_itself_is_exactly_zero(self):
+        logits, labels = _predictions(0, n=100)
+        for interval in evaluation.paired_difference(logits, logits, labels, bootstrap=20).values():
+            assert tuple(interval) == (0.0, 0.0, 0.0)
+
+    def test_pairing_narrows_the_interval(self):
+        # two models whose errors share the examples' difficulty: the paired interval is far narrower
+        logits, labels = _predictions(0, n=500)
+        paired = evaluation.paired_difference(logits, 1.2 * logits, labels, bootstrap=100)["nll"]
+        a = evaluation.evaluate_outputs(logits, labels, confidence=0.95, bootstrap=100)["all"]["intervals"]["nll"]
+        assert paired.high - paired.low < 0.2 * (a.high - a.low)
+
+    def test_different_lengths(self):
+        logits, labels = _predictions(0, n=10)
+        with pytest.raises(ValueError, match="must score the same examples"):
+            evaluation.paired_difference(logits, logits[:5], labels)
