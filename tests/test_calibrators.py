@@ -218,6 +218,20 @@ class TestLayers:
         assert type(loaded.layers[-1]) is LAYERS[method] and not loaded.layers[-1].trainable
         np.testing.assert_allclose(loaded.predict(x, verbose=0), calibrated.predict(x, verbose=0), rtol=1e-6)
 
+    @pytest.mark.parametrize("method", ["vector", "matrix", "dirichlet"])
+    def test_trains_in_a_model_under_jit_compile_and_mixed_precision(self, rng, method):
+        s, labels = _calibrated_task(rng, 256, 3)
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        try:
+            layer = LAYERS[method]()
+            model = keras.Sequential([keras.Input((3,)), layer, keras.layers.Activation("linear", dtype="float32")])
+            model.compile(optimizer=keras.optimizers.SGD(0.5), loss=keras_ils.ILSLoss(method="none"), jit_compile=True)
+            history = model.fit(3.0 * s, labels, epochs=3, batch_size=256, verbose=0).history["loss"]
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+        assert np.isfinite(history).all() and history[-1] < history[0]  # 3x over-confident: the map cools it
+        assert keras.backend.standardize_dtype(layer.variables[0].dtype) == "float32"
+
     def test_unknown_class_count(self):
         with pytest.raises(ValueError, match="known number of classes K >= 2"):
             VectorScaling().build((None, 1))
