@@ -26,8 +26,9 @@ reproduced exactly per model:
 
 Finished models leave the computation: a fixed pool of slots trains while
 models wait in a queue, a finished model's slot is refilled at once, and when
-the queue is empty the pool shrinks to the next power of two (so few graph
-shapes are ever compiled).
+the queue is empty the pool shrinks by powers of two (so few graph shapes are
+ever compiled). An epoch's mini-batch steps are one loop in the graph, so
+compiling it costs the same whatever the number of examples.
 
 Which graph is fastest depends on the machine (`train_mlps(jit_compile=...)`):
 where TensorFlow runs oneDNN on the CPU (on Linux it turns it on for CPUs
@@ -275,21 +276,36 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile):
     key = (n_train, batch_size, float(learning_rate), bool(jit_compile))
     if key in _EPOCH_FUNCTIONS:
         return _EPOCH_FUNCTIONS[key]
-    starts = list(range(0, n_train, batch_size))
+    full_batches, last_batch = divmod(n_train, batch_size)
+
+    def step(flat, moments, velocities, steps, x, targets, rows):
+        x_batch = tf.gather(x, rows, batch_dims=1)
+        t_batch = tf.gather(targets, rows, batch_dims=1)
+        with tf.GradientTape() as tape:
+            tape.watch(flat)
+            logits = _forward(_pairs(flat), x_batch)
+            per_model = -tf.reduce_mean(tf.reduce_sum(t_batch * tf.nn.log_softmax(logits), axis=-1), axis=-1)
+            loss = tf.reduce_sum(per_model)
+        grads = tape.gradient(loss, flat)
+        steps = steps + 1.0
+        flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
+        return flat, moments, velocities, steps
 
     def epoch(flat, moments, velocities, steps, best, best_loss, wait, active, x, targets, x_val, y_val, order):
-        for start in starts:
-            rows = order[:, start : start + batch_size]
-            x_batch = tf.gather(x, rows, batch_dims=1)
-            t_batch = tf.gather(targets, rows, batch_dims=1)
-            with tf.GradientTape() as tape:
-                tape.watch(flat)
-                logits = _forward(_pairs(flat), x_batch)
-                per_model = -tf.reduce_mean(tf.reduce_sum(t_batch * tf.nn.log_softmax(logits), axis=-1), axis=-1)
-                loss = tf.reduce_sum(per_model)
-            grads = tape.gradient(loss, flat)
-            steps = steps + 1.0
-            flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
+        # the full mini-batches in a loop (one compiled body, whatever the epoch's length), then the short last one
+        def body(batch, flat, moments, velocities, steps):
+            rows = tf.slice(order, [0, batch * batch_size], [-1, batch_size])
+            return (batch + 1, *step(flat, moments, velocities, steps, x, targets, rows))
+
+        _, flat, moments, velocities, steps = tf.while_loop(
+            lambda batch, *_: batch < full_batches,
+            body,
+            (tf.constant(0), list(flat), list(moments), list(velocities), steps),
+            maximum_iterations=full_batches,
+        )
+        if last_batch:
+            rows = order[:, full_batches * batch_size :]
+            flat, moments, velocities, steps = step(flat, moments, velocities, steps, x, targets, rows)
         val_logits = _forward(_pairs(flat), x_val)
         val_loss = tf.reduce_mean(
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_val, logits=val_logits), axis=-1
@@ -333,6 +349,9 @@ def _checked_arguments(x, targets, x_val, y_val, seeds, *, batch_size, epochs, p
     return x, targets, x_val, y_val, seeds, jit_compile
 
 
+MIN_SLOTS = 16  # the smallest pool `_SlotPool.shrink` makes
+
+
 class _TrainedEpoch(NamedTuple):
     """What `_SlotPool.run_epoch` reports about the slots that held a model, one entry per slot."""
 
@@ -350,9 +369,10 @@ class _SlotPool:
     the epochs it has trained. Models wait in a queue and enter in order,
     model 0 first: `fill` moves waiting models into empty slots (fresh Adam
     state, initial weights); `finish` hands back finished models' best weights
-    and frees their slots; once the queue is empty and at most half the slots
-    hold a model, `shrink` cuts the pool to the next power of two (the busy
-    slots first, in their order), so few graph shapes are ever compiled.
+    and frees their slots; once the queue is empty and at most a quarter of the
+    slots hold a model, `shrink` cuts the pool to the next power of two (at
+    least `MIN_SLOTS`; the busy slots first, in their order), so few graph
+    shapes are ever compiled.
     Slots without a model keep computing; their results are never read.
     """
 
@@ -416,12 +436,21 @@ class _SlotPool:
             self.state[name] = tf.tensor_scatter_nd_update(self.state[name], index, values)
 
     def shrink(self) -> None:
-        """With no model waiting and at most half the slots busy: the next power of two of slots, busy ones first."""
+        """With no model waiting and at most a quarter of the slots busy: the next power of two of slots (at least
+        `MIN_SLOTS`), busy ones first.
+
+        Every pool size is a graph shape that XLA compiles anew (seconds), while
+        an idle slot costs a model's share of an epoch: shrinking by four or more,
+        and never below `MIN_SLOTS` (a small pool's epoch is mostly fixed
+        overhead), keeps the compiles few.
+        """
         active = self.active
         busy = int(active.sum())
-        if self.queue or not 0 < busy <= len(active) // 2:
+        if self.queue or not 0 < busy <= len(active) // 4:
             return
-        new_size = 1 << int(np.ceil(np.log2(busy)))
+        new_size = max(1 << int(np.ceil(np.log2(busy))), MIN_SLOTS)
+        if new_size >= len(active):
+            return
         keep = np.concatenate([np.flatnonzero(active), np.flatnonzero(~active)])[:new_size]
         index = tf.constant(keep, tf.int32)
         for name, value in self.state.items():

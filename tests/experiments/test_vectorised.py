@@ -200,32 +200,43 @@ class TestSlotPool:
         np.testing.assert_array_equal(pool.state["params"][0].numpy()[1], pool.flat_init[0][4])  # initial weights
         assert pool.state["steps"].numpy()[1] == 0 and pool.state["best_loss"].numpy()[1] == np.inf
 
-    def test_shrinks_to_the_next_power_of_two_busy_slots_first_once_the_queue_is_empty(self):
-        pool = _pool(num_models=9, size=8)
+    def test_shrinks_by_powers_of_two_busy_slots_first_once_the_queue_is_empty(self):
+        pool = _pool(num_models=65, size=64)
         pool.fill()
-        pool.finish(np.array([0, 2, 3, 5, 6]))  # 3 busy of 8, but model 8 still waits: no shrink
+        pool.finish(np.arange(1, 64))  # 1 busy of 64, but model 64 still waits: no shrink
         pool.shrink()
-        assert len(pool.slot_model) == 8
-        pool.fill()  # model 8 takes slot 0; 4 busy of 8: at most half
+        assert len(pool.slot_model) == 64
+        pool.fill()  # model 64 takes slot 1; 2 busy of 64: at most a quarter, cut to MIN_SLOTS
         pool.shrink()
-        assert pool.slot_model.tolist() == [8, 1, 4, 7]
-        assert _slot_features(pool) == [8, 1, 4, 7]
-        assert all(w.shape[0] == 4 for w in pool.state["params"] + pool.state["best"])
-        pool.finish(np.array([0, 3]))  # 2 busy of 4: half, the next power of two is 2
+        assert vectorised.MIN_SLOTS == 16 and len(pool.slot_model) == 16
+        assert pool.slot_model.tolist()[:2] == [0, 64] and set(pool.slot_model.tolist()[2:]) == {-1}
+        assert _slot_features(pool)[:2] == [0, 64]
+        assert all(w.shape[0] == 16 for w in pool.state["params"] + pool.state["best"])
+        pool.finish(np.array([0]))  # 1 busy of 16: never below MIN_SLOTS
         pool.shrink()
-        assert pool.slot_model.tolist() == [1, 4] and _slot_features(pool) == [1, 4]
-        pool.finish(np.array([0]))  # 1 busy of 2: a single slot
+        assert len(pool.slot_model) == 16 and pool.slot_model[1] == 64
+
+    def test_shrinks_only_when_a_quarter_or_fewer_slots_are_busy(self):
+        pool = _pool(num_models=128, size=128)
+        pool.fill()
+        pool.finish(np.arange(0, 128, 2))  # 64 busy of 128: no shrink (a compile costs more than it saves)
         pool.shrink()
-        assert pool.slot_model.tolist() == [4]
-        pool.shrink()  # 1 busy of 1: more than half, nothing to do
-        assert pool.slot_model.tolist() == [4]
+        assert len(pool.slot_model) == 128
+        pool.finish(np.arange(1, 128, 4))  # 32 busy: a quarter, cut to 32, busy slots first in their order
+        pool.shrink()
+        assert pool.slot_model.tolist() == list(range(3, 128, 4))
+        assert _slot_features(pool) == list(range(3, 128, 4))
+        pool.finish(np.arange(0, 32, 4))  # 24 busy of 32: more than a quarter
+        pool.shrink()
+        assert len(pool.slot_model) == 32
 
     def test_shrink_keeps_idle_slots_when_busy_count_is_not_a_power_of_two(self):
-        pool = _pool(num_models=8, size=8)
+        pool = _pool(num_models=128, size=128)
         pool.fill()
-        pool.finish(np.array([0, 2, 4, 5, 7]))  # 3 busy of 8: the next power of two is 4
-        pool.shrink()
-        assert pool.slot_model.tolist() == [1, 3, 6, -1]
+        pool.finish(np.setdiff1d(np.arange(128), [5, 50, 70, 99, 100, 101, 120, 127, 3, 9, 11, 13, 15, 17, 19, 21, 23]))
+        pool.shrink()  # 17 busy of 128: the next power of two is 32
+        assert pool.slot_model.tolist()[:17] == [3, 5, 9, 11, 13, 15, 17, 19, 21, 23, 50, 70, 99, 100, 101, 120, 127]
+        assert pool.slot_model.tolist()[17:] == [-1] * 15
 
     def test_finish_returns_the_best_weights_and_losses_and_frees_the_slots(self):
         pool = _pool(num_models=3, size=3)

@@ -1,0 +1,433 @@
+"""Every student of the paper's grids on a vector dataset at once: the tuned method in seconds.
+
+The paper's method is ILS whose hyperparameters were chosen on the
+validation cross-entropy against hard labels over its grids (LS: 5 values of
+epsilon; ILS1: 5 x 5 of P1, P2; ILS2: 5 x 5 of epsilon, T; ILS: 5 x 5 x 5 of
+P1, P2, T). On vector data, with the paper's MLP or any plain MLP, every one
+of those students is one row of stacked weights in
+`keras_ils.experiments.vectorised.train_mlps`, so the whole search is a few
+batched training calls instead of one `model.fit` per candidate:
+
+1. the No LS teacher and every LS candidate (their targets need no teacher),
+   and, with `teacher_folds=k`, `k` cross-fitted teachers;
+2. the teacher's `T*` on the validation set (`keras_ils.calibration`'s
+   robust fit) and its calibrated logits on the training set;
+3. every teacher-dependent candidate (ILS1, ILS2, ILS; the Dis and cLS
+   baselines), its targets made once by `keras_ils.targets` from those logits;
+4. every candidate's validation logits, temperature (`fit_temperatures`) and
+   validation NLL as trained and temperature-scaled.
+
+Selection is the paper's: a method's row is its candidate with the lowest
+validation NLL as trained; its "+ TempS" row is the candidate with the lowest
+NLL after its own temperature scaling (`StudentSearch.best(method, temps=True)`).
+The cLS baseline takes LS's chosen epsilon, as the paper does.
+
+Every candidate starts from the same initial weights and sees the same batch
+order (the seed's), so candidates differ only in their targets, as every
+trial of `keras_ils.tuning`'s KerasTuner search does. Each model trains by
+the package's MLP recipe (Adam, mini-batches, early stopping on the
+validation NLL, best epoch restored) and agrees with `model.fit` on the same
+initial weights and batches to float tolerance (tests/experiments/test_vectorised.py,
+tests/experiments/test_students.py).
+
+Cross-fitted teacher (beyond the paper). ILS1 reads the teacher's `p_t` on the
+teacher's own training examples, where a network that fitted them says about
+1 whatever their difficulty. `teacher_folds=k` trains `k` more teachers, each
+on all training folds but one, and takes each example's logits from the
+teacher that never saw it (out of fold); one temperature, fitted on the `k`
+teachers' pooled validation logits, calibrates them as a whole. The No LS
+rows stay the teacher trained on the whole training set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+
+import numpy as np
+
+from keras_ils import baselines, calibration, tuning
+from keras_ils._checks import integer_at_least, invalid
+from keras_ils.experiments import models, vectorised
+from keras_ils.targets import METHOD_HYPERPARAMETERS, ils_targets, validate_hyperparameters
+
+# What the engine trains: No LS (the teacher), the smoothing family, and the baselines whose targets are fixed per
+# example (BS_Soft and Beta depend on the student's own predictions: keras_ils.experiments.pipeline trains them).
+METHODS = ("none", "ls", "ils1", "ils2", "ils", "dis", "cls")
+TEACHER_METHODS = ("ils1", "ils2", "ils", "dis", "cls")
+
+
+@dataclasses.dataclass(frozen=True)
+class StudentSearch:
+    """What `search_students` trained and measured: one entry per candidate, the teacher first.
+
+    Attributes:
+        candidates: `((method, hyperparameters), ...)`; index 0 is the No LS
+            teacher trained on the whole training set.
+        weights: `[(kernel [M, in, out], bias [M, out]), ...]`, each
+            candidate's best-epoch weights.
+        val_nll: `[M]` validation NLL (hard labels) as trained.
+        temperatures: `[M]` each candidate's own temperature on validation.
+        val_nll_scaled: `[M]` validation NLL after that temperature.
+        epochs: `[M]` epochs each candidate trained.
+        teacher_fit: the teacher's `keras_ils.TemperatureFit` (its `T*`).
+        teacher_logits: `[n, K]` the calibrated teacher logits on the training
+            set that the targets were made from (out of fold with folds).
+        folds_fit: the cross-fitted teachers' joint `TemperatureFit`, or `None`.
+        teacher_folds: `1` (the paper's teacher) or `k`.
+        hidden_layers, units: the MLP.
+        seconds: wall time of the search.
+    """
+
+    candidates: tuple
+    weights: list
+    val_nll: np.ndarray
+    temperatures: np.ndarray
+    val_nll_scaled: np.ndarray
+    epochs: np.ndarray
+    teacher_fit: calibration.TemperatureFit
+    teacher_logits: np.ndarray
+    folds_fit: calibration.TemperatureFit | None
+    teacher_folds: int
+    hidden_layers: int
+    units: int
+    seconds: float
+
+    def indices(self, method: str) -> np.ndarray:
+        """The candidates of `method`, in grid order."""
+        return np.array([i for i, (m, _) in enumerate(self.candidates) if m == method], np.int64)
+
+    def best(self, method: str, temps: bool = False) -> int:
+        """The chosen candidate of `method`: lowest validation NLL as trained, or after temperature scaling."""
+        indices = self.indices(method)
+        if not len(indices):
+            raise invalid("method", f"one of the searched methods {self.methods}", method)
+        loss = self.val_nll_scaled if temps else self.val_nll
+        return int(indices[np.argmin(loss[indices])])
+
+    @property
+    def methods(self) -> tuple:
+        return tuple(dict.fromkeys(m for m, _ in self.candidates))
+
+    def logits(self, x, index: int) -> np.ndarray:
+        """Candidate `index`'s logits `[n, K]` on features `x` (as trained; divide by its temperature for TempS)."""
+        return vectorised.mlp_logits([(k[index : index + 1], b[index : index + 1]) for k, b in self.weights], x)[0]
+
+    def keras_model(self, index: int):
+        """Candidate `index` as a Keras model (`keras_ils.experiments.models.mlp`) holding its weights."""
+        kernel = self.weights[0][0]
+        model = models.mlp(self.weights[-1][0].shape[-1], (kernel.shape[1],), self.hidden_layers, self.units)
+        model.set_weights([np.asarray(w[index]) for pair in self.weights for w in pair])
+        return model
+
+
+_READER = {"epsilon": "ls", "p1": "ils1", "p2": "ils1", "temperature": "ils2"}  # a method that reads each
+
+
+def candidate_grid(methods, search_space="paper", fixed=None) -> list:
+    """`[(method, hyperparameters), ...]` that a search trains for `methods` (cLS's epsilon comes later, from LS).
+
+    A hyperparameter in `fixed` takes that one value in every method that
+    reads it; the others range over `search_space` (`keras_ils.tuning.GRIDS`'
+    `"paper"` or `"synthetic"`, or `{hyperparameter: values}`).
+
+    Example:
+
+    >>> len(candidate_grid(("ls", "ils1", "ils2", "ils")))   # the paper's grids: 5 + 25 + 25 + 125
+    180
+    >>> candidate_grid(("ils2",), fixed={"epsilon": 0.1, "temperature": 2.0})
+    [('ils2', {'epsilon': 0.1, 'temperature': 2.0})]
+    """
+    fixed = dict(fixed or {})
+    for name, value in fixed.items():
+        if name not in _READER:
+            raise invalid("fixed", "a dict with keys from epsilon, p1, p2, temperature", fixed)
+        validate_hyperparameters(_READER[name], **{name: value})
+    grid = []
+    for method in methods:
+        if method not in METHODS:
+            raise invalid("methods", f"some of {METHODS}", tuple(methods))
+        names = METHOD_HYPERPARAMETERS.get(method, ())
+        if not names:
+            grid.append((method, {}))
+            continue
+        space = _space(method, search_space)
+        axes = [(fixed[name],) if name in fixed else space[name] for name in names]
+        grid += [(method, dict(zip(names, values, strict=True))) for values in itertools.product(*axes)]
+    return grid
+
+
+def _space(method, search_space):
+    if isinstance(search_space, dict):
+        names = METHOD_HYPERPARAMETERS[method]
+        return tuning.make_search_space(method, {name: search_space[name] for name in names if name in search_space})
+    return tuning.make_search_space(method, search_space)
+
+
+def search_students(
+    x_train,
+    y_train,
+    x_validation,
+    y_validation,
+    *,
+    num_classes: int | None = None,
+    methods=("ls", "ils1", "ils2", "ils"),
+    search_space="paper",
+    fixed: dict | None = None,
+    hidden_layers: int = 5,
+    units: int = 64,
+    learning_rate: float = 1e-2,
+    batch_size: int = 32,
+    epochs: int = 500,
+    patience: int = 10,
+    seed: int = 0,
+    teacher_folds: int = 1,
+    temperature_estimator: str = "map",
+    teacher_logits=None,
+    jit_compile="auto",
+) -> StudentSearch:
+    """Trains the teacher and every candidate of `methods` on vector data; see the module docstring.
+
+    Args:
+        x_train, y_train: `[n, d]` features (standardised, as
+            `keras_ils.experiments.datasets` loads them) and integer labels.
+        x_validation, y_validation: the validation split: early stopping,
+            every temperature, every selection.
+        num_classes: `K`. Defaults to one more than the largest label.
+        methods: from `METHODS` (`"none"` is always trained: it is the
+            teacher). Defaults to `("ls", "ils1", "ils2", "ils")`.
+        search_space: `"paper"` (real-data grids), `"synthetic"` (appendix)
+            or `{hyperparameter: values}`. Defaults to `"paper"`.
+        fixed: `{hyperparameter: value}` that every method reading it uses
+            instead of searching it. Defaults to `None` (search all).
+        hidden_layers, units: the MLP. Defaults to `5` and `64` (the paper's).
+        learning_rate, batch_size, epochs, patience: the MLP recipe (Adam).
+            Defaults to the paper's `1e-2`, `32`, `500`, `10`.
+        seed: every model's initial weights and batch order. Defaults to `0`.
+        teacher_folds: `1` for the paper's teacher, `k >= 2` for out-of-fold
+            teacher logits from `k` cross-fitted teachers. Defaults to `1`.
+        temperature_estimator: `keras_ils.calibration.fit_temperature`'s
+            `estimator` for every temperature. Defaults to `"map"`.
+        teacher_logits: optional `[n, K]` calibrated teacher logits on the
+            training set to make the targets from instead of the teacher's
+            own (e.g. read from a cache); not with `teacher_folds > 1`.
+        jit_compile: `train_mlps`' `jit_compile`. Defaults to `"auto"`.
+
+    Returns:
+        A `StudentSearch`.
+
+    Example:
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(120, 4)).astype("float32"); y = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 1)
+    >>> search = search_students(x[:80], y[:80], x[80:], y[80:], methods=("ls", "ils"), epochs=5,
+    ...                          fixed={"p1": 0.9, "p2": 1.0}, hidden_layers=1, units=8)
+    >>> len(search.candidates), search.methods   # the teacher, 5 LS, 5 ILS (T over the paper's grid)
+    (11, ('none', 'ls', 'ils'))
+    >>> search.candidates[search.best("ils")][0]
+    'ils'
+    """
+    started = time.time()
+    x_train, y_train, x_validation, y_validation, num_classes = _checked_data(
+        x_train, y_train, x_validation, y_validation, num_classes
+    )
+    integer_at_least("teacher_folds", teacher_folds, 1)
+    if teacher_logits is not None and teacher_folds > 1:
+        raise ValueError("Arguments `teacher_logits` and `teacher_folds > 1` exclude each other: pass one.")
+    wanted = tuple(dict.fromkeys(("none",) + tuple(methods)))
+    grid = candidate_grid([m for m in wanted if m != "cls"], search_space, fixed)
+    training = dict(
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        epochs=epochs,
+        patience=patience,
+        hidden_layers=hidden_layers,
+        units=units,
+        jit_compile=jit_compile,
+    )
+    train = (x_train, y_train, num_classes)
+    validation = (x_validation, y_validation)
+
+    free = [c for c in grid if c[0] not in TEACHER_METHODS]  # the teacher first, then LS
+    if "cls" in wanted and not any(m == "ls" for m, _ in free):
+        free += [c for c in candidate_grid(("ls",), search_space, fixed)]  # cLS takes LS's choice of epsilon
+    first = _train_stage(train, validation, free, None, seed, training)
+    val_logits = vectorised.mlp_logits(first.weights, x_validation)
+    teacher_fit = calibration.estimate_temperature(val_logits[0], y_validation, estimator=temperature_estimator)
+    folds_fit = None
+    if teacher_logits is not None:
+        teacher_logits = _checked_teacher_logits(teacher_logits, len(y_train), num_classes)
+    elif teacher_folds > 1:
+        teacher_logits, folds_fit = _out_of_fold_logits(
+            train, validation, teacher_folds, seed, temperature_estimator, training
+        )
+    else:
+        raw = vectorised.mlp_logits([(k[:1], b[:1]) for k, b in first.weights], x_train)[0]
+        teacher_logits = (raw / teacher_fit.temperature).astype(np.float32)
+
+    taught = [c for c in grid if c[0] in TEACHER_METHODS]
+    if "cls" in wanted:
+        ls = [i for i, (m, _) in enumerate(free) if m == "ls"]
+        epsilon = free[ls[int(np.argmin(_nll(val_logits[ls], y_validation)))]][1]["epsilon"]
+        taught.append(("cls", {"epsilon": epsilon}))
+    candidates, weights, epochs_run = list(free), first.weights, first.epochs
+    if taught:
+        second = _train_stage(train, validation, taught, teacher_logits, seed, training)
+        candidates += taught
+        weights = [
+            (np.concatenate([k1, k2]), np.concatenate([b1, b2]))
+            for (k1, b1), (k2, b2) in zip(first.weights, second.weights, strict=True)
+        ]
+        epochs_run = np.concatenate([first.epochs, second.epochs])
+        val_logits = np.concatenate([val_logits, vectorised.mlp_logits(second.weights, x_validation)])
+    labels = np.broadcast_to(y_validation, val_logits.shape[:2])
+    temperatures = calibration.fit_temperatures(val_logits, labels, estimator=temperature_estimator)
+    return StudentSearch(
+        candidates=tuple(candidates),
+        weights=weights,
+        val_nll=_nll(val_logits, y_validation),
+        temperatures=temperatures,
+        val_nll_scaled=_nll(val_logits / temperatures[:, None, None], y_validation),
+        epochs=epochs_run,
+        teacher_fit=teacher_fit,
+        teacher_logits=teacher_logits,
+        folds_fit=folds_fit,
+        teacher_folds=teacher_folds,
+        hidden_layers=hidden_layers,
+        units=units,
+        seconds=time.time() - started,
+    )
+
+
+def _checked_data(x_train, y_train, x_validation, y_validation, num_classes):
+    x_train, x_validation = np.asarray(x_train, np.float32), np.asarray(x_validation, np.float32)
+    y_train, y_validation = np.asarray(y_train), np.asarray(y_validation)
+    for name, x, y in (("x_train", x_train, y_train), ("x_validation", x_validation, y_validation)):
+        if x.ndim != 2 or not len(x):
+            raise invalid(name, "a non-empty [n, features] array (vector data)", f"shape {x.shape}")
+        if not np.isfinite(x).all():
+            raise invalid(name, "finite features", f"{int((~np.isfinite(x)).sum())} NaN or infinite values")
+        label_name = "y" + name[1:]
+        if y.shape != (len(x),) or not np.issubdtype(y.dtype, np.integer):
+            raise invalid(label_name, f"integer class indices of shape ({len(x)},)", f"{y.dtype} {y.shape}")
+    if x_train.shape[1] != x_validation.shape[1]:
+        raise invalid("x_validation", f"{x_train.shape[1]} features like x_train", f"{x_validation.shape[1]}")
+    largest = int(max(y_train.max(), y_validation.max()))
+    if num_classes is None:
+        num_classes = largest + 1
+    integer_at_least("num_classes", num_classes, 2)
+    if min(y_train.min(), y_validation.min()) < 0 or largest >= num_classes:
+        raise invalid("y_train", f"labels in [0, {num_classes})", f"labels from {min(y_train.min(), 0)} to {largest}")
+    return x_train, y_train.astype(np.int32), x_validation, y_validation.astype(np.int32), int(num_classes)
+
+
+def _checked_teacher_logits(teacher_logits, n, num_classes):
+    teacher_logits = np.asarray(teacher_logits, np.float32)
+    if teacher_logits.shape != (n, num_classes) or not np.isfinite(teacher_logits).all():
+        raise invalid("teacher_logits", f"finite logits of shape ({n}, {num_classes})", f"{teacher_logits.shape}")
+    return teacher_logits
+
+
+def _targets(x, labels, teacher_logits, method, hyperparameters, num_classes):
+    """One candidate's `[n, K]` training targets, from `keras_ils.targets` (Dis: the teacher's probabilities)."""
+    if method == "dis":  # DistillationCrossEntropy(weight=1, both temperatures 1) on the calibrated logits
+        z = teacher_logits.astype(np.float64)
+        p = np.exp(z - z.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)).astype(np.float32)
+    if method == "cls":  # ILS2's split with a per-class teacher row (keras_ils.baselines)
+        teacher_logits = baselines.class_similarity_logits((x, labels), num_classes)[labels]
+        method = "ils2"
+    needs_teacher = method in ("ils1", "ils2", "ils")
+    return np.asarray(
+        ils_targets(
+            labels,
+            teacher_logits if needs_teacher else None,
+            method=method,
+            num_classes=None if needs_teacher else num_classes,
+            **hyperparameters,
+        ),
+        np.float32,
+    )
+
+
+def _train_stage(train, validation, configs, teacher_logits, seed, training):
+    """Every model of `configs` on the training set, in one call of the trainer, all from `seed`'s weights."""
+    x, y, num_classes = train
+    x_validation, y_validation = validation
+    targets = np.stack([_targets(x, y, teacher_logits, m, hp, num_classes) for m, hp in configs])
+    count = len(configs)
+    seeds = [seed] * count
+    return vectorised.train_mlps(
+        np.broadcast_to(x, (count,) + x.shape),
+        targets,
+        np.broadcast_to(x_validation, (count,) + x_validation.shape),
+        np.broadcast_to(y_validation, (count,) + y_validation.shape),
+        seeds=seeds,
+        **training,
+    )
+
+
+def fold_rows(labels, folds: int, seed: int) -> list:
+    """`folds` disjoint index arrays covering `labels`, stratified: each class's examples dealt round-robin in a
+    seeded order, so the folds keep the class proportions.
+
+    Example:
+
+    >>> labels = np.array([0, 0, 1, 1, 1, 0])
+    >>> [np.bincount(labels[rows], minlength=2).tolist() for rows in fold_rows(labels, 2, seed=0)]
+    [[2, 1], [1, 2]]
+    """
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    assigned = np.empty(len(labels), np.int64)
+    offset = 0
+    for label in np.unique(labels):
+        rows = rng.permutation(np.flatnonzero(labels == label))
+        assigned[rows] = (np.arange(len(rows)) + offset) % folds
+        offset += len(rows)
+    return [np.flatnonzero(assigned == fold) for fold in range(folds)]
+
+
+def _out_of_fold_logits(train, validation, folds, seed, estimator, training):
+    """`(calibrated out-of-fold logits [n, K], the joint TemperatureFit)` of `folds` cross-fitted teachers."""
+    x, y, num_classes = train
+    x_validation, y_validation = validation
+    held_out = fold_rows(y, folds, seed)
+    if min(len(rows) for rows in held_out) == 0:
+        raise invalid("teacher_folds", f"at most the {len(y)} training examples", folds)
+    raw = np.empty((len(y), num_classes), np.float32)
+    val_logits = []
+    by_size = {}
+    for fold, rows in enumerate(held_out):
+        by_size.setdefault(len(y) - len(rows), []).append(fold)
+    for same_size in by_size.values():  # teachers on equally many examples train together
+        keep = [np.setdiff1d(np.arange(len(y)), held_out[fold]) for fold in same_size]
+        count = len(same_size)
+        trained = vectorised.train_mlps(
+            np.stack([x[rows] for rows in keep]),
+            np.stack([np.eye(num_classes, dtype=np.float32)[y[rows]] for rows in keep]),
+            np.broadcast_to(x_validation, (count,) + x_validation.shape),
+            np.broadcast_to(y_validation, (count,) + y_validation.shape),
+            seeds=[seed] * count,
+            **training,
+        )
+        for row, fold in enumerate(same_size):
+            weights = [(k[row : row + 1], b[row : row + 1]) for k, b in trained.weights]
+            raw[held_out[fold]] = vectorised.mlp_logits(weights, x[held_out[fold]])[0]
+            val_logits.append(vectorised.mlp_logits(weights, x_validation)[0])
+    pooled_labels = np.tile(y_validation, folds)
+    fit = calibration.estimate_temperature(np.concatenate(val_logits), pooled_labels, estimator=estimator)
+    return (raw / fit.temperature).astype(np.float32), fit
+
+
+def _nll(logits, labels):
+    """Mean hard-label cross-entropy per model: `[M, n, K]`, `[n]` -> `[M]` (float64)."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    rows = np.broadcast_to(np.asarray(labels)[None, :, None], log_p.shape[:2] + (1,))
+    return -np.take_along_axis(log_p, rows, axis=-1)[..., 0].mean(axis=-1)
+
+
+__all__ = ["METHODS", "StudentSearch", "candidate_grid", "fold_rows", "search_students"]
