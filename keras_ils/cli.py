@@ -125,10 +125,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="students to train: 'all' (the paper's full comparison: dis,cls,bs_soft,beta,ls,ils1,ils2,ils) "
         "or a comma-separated subset (default: ls,ils1,ils2,ils)",
     )
-    run.add_argument("--epsilon", type=float, help="LS / ILS2 smoothing factor")
-    run.add_argument("--p1", type=float, help="ILS1 / ILS P1")
-    run.add_argument("--p2", type=float, help="ILS1 / ILS P2")
-    run.add_argument("--temperature", type=float, help="ILS2 / ILS temperature on the calibrated teacher")
+    run.add_argument("--epsilon", type=float, help="fix the LS / ILS2 smoothing factor instead of searching it")
+    run.add_argument("--p1", type=float, help="fix ILS1 / ILS P1 instead of searching it")
+    run.add_argument("--p2", type=float, help="fix ILS1 / ILS P2 instead of searching it")
+    run.add_argument(
+        "--temperature",
+        type=float,
+        help="fix the ILS2 / ILS temperature on the calibrated teacher instead of searching it",
+    )
+    run.add_argument(
+        "--no-tune",
+        action="store_true",
+        help="train one student per method with fixed hyperparameters (the flags above, else defaults) instead of "
+        "selecting them on validation NLL over the paper's grids",
+    )
+    run.add_argument(
+        "--search-space",
+        choices=("paper", "synthetic"),
+        default=None,
+        help="the grids searched: the paper's for real data, or its synthetic appendix grids (default: synthetic "
+        "for the synthetic dataset, paper otherwise)",
+    )
+    run.add_argument(
+        "--search",
+        choices=("budget", "full"),
+        default="budget",
+        help="for models other than the MLP on vectors (which trains the whole grid at once): 'budget' (default) "
+        "is KerasTuner's Hyperband, its cost printed first; 'full' trains the paper's whole grid",
+    )
+    run.add_argument(
+        "--teacher-folds",
+        type=int,
+        default=1,
+        help="k >= 2: ILS's targets from k cross-fitted teachers, each scoring the fold it did not train on "
+        "(MLP on vectors; default: 1, the paper's teacher)",
+    )
     run.add_argument("--teacher-cache", default=None, help="cache file (.npz) for the teacher's logits")
     run.add_argument("--output-dir", default=None, help="where results go (default: runs/DATASET-MODEL-seedN)")
 
@@ -165,6 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--directory",
         default=None,
         help="KerasTuner directory: teacher, cached logits, trials (default: OUTPUT_DIR/search)",
+    )
+    tune.add_argument(
+        "--engine",
+        choices=("auto", "keras-tuner"),
+        default="auto",
+        help="'auto' (default): a whole-grid search of the MLP on vectors trains every candidate at once (as run "
+        "does, in seconds); 'keras-tuner': always one KerasTuner trial per candidate (resumable in --directory)",
     )
     tune.add_argument("--output-dir", default=None, help="where results go (default: runs/tune-DATASET-MODEL-seedN)")
 
@@ -227,9 +265,8 @@ def _load(args):
 def run_command(args) -> int:
     from keras_ils.experiments import pipeline
 
-    hyperparameters = pipeline.default_hyperparameters(  # bad values fail before any data is read
-        args.dataset, epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature
-    )
+    fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
+    pipeline.default_hyperparameters(args.dataset, **fixed)  # bad values fail before any data is read
     splits, model_name, recipe = _load(args)
     output_dir = args.output_dir or os.path.join(
         "runs", f"{splits.name.replace(os.sep, '_')}-{model_name}-seed{args.seed}"
@@ -238,7 +275,10 @@ def run_command(args) -> int:
         splits,
         model_name=model_name,
         methods=args.methods,
-        hyperparameters=hyperparameters,
+        hyperparameters=fixed,
+        tune=not args.no_tune,
+        search=args.search,
+        search_space=args.search_space,
         recipe=recipe,
         output_dir=output_dir,
         strategy=_strategy(args.strategy),
@@ -246,6 +286,8 @@ def run_command(args) -> int:
         teacher_cache=args.teacher_cache,
         verbose=args.verbose,
         temperature_estimator=args.temperature_fit,
+        teacher_folds=args.teacher_folds,
+        log=print,
     )
     print(pipeline.format_table(results))
     print(f"Results written to {output_dir}/ (results.json, results.csv, reliability_*.png)")
@@ -277,14 +319,16 @@ def tune_command(args) -> int:
         seed=args.seed,
         verbose=args.verbose,
         temperature_estimator=args.temperature_fit,
+        engine=args.engine,
     )
     if results.get("role") == "worker":
         print(f"Worker {os.environ.get('KERASTUNER_TUNER_ID')}: no {results['method']} trials left; the chief reports.")
         return 0
     print(pipeline.format_table(results))
     for row in results["rows"]:
-        if "trials" in row and not row["temps"]:
-            print(f"{row['model']}: {row['trials']} trials, best validation NLL {row['search_val_nll']:.4f}")
+        if "search_val_nll" in row and not row["temps"]:
+            tried = row.get("trials", row.get("candidates"))
+            print(f"{row['model']}: {tried} trials, best validation NLL {row['search_val_nll']:.4f}")
     print(f"Results written to {output_dir}/ (results.json, results.csv, reliability_*.png)")
     return 0
 
@@ -321,6 +365,7 @@ _NUMBER_FLAGS = (
     ("max_trials", "an integer >= 1", lambda v: v >= 1),
     ("replicates", "an integer >= 1", lambda v: v >= 1),
     ("num_classes", "an integer >= 2", lambda v: v >= 2),
+    ("teacher_folds", "an integer >= 1", lambda v: v >= 1),
     ("validation_fraction", "a number in (0, 1)", lambda v: math.isfinite(v) and 0 < v < 1),
 )
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import os
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_ils import baselines, data, distillation, evaluation, plots, tuning
 from keras_ils import metrics as _metrics
-from keras_ils._checks import invalid
+from keras_ils._checks import integer_at_least, invalid
 from keras_ils._files import atomic_write, staged_directory
-from keras_ils.calibration import ESTIMATORS, calibrate
-from keras_ils.experiments import models, training
+from keras_ils.calibration import ESTIMATORS, calibrate, estimate_temperature
+from keras_ils.experiments import models, students, training
 from keras_ils.losses import ILSLoss
 from keras_ils.targets import METHOD_HYPERPARAMETERS, validate_hyperparameters
 from keras_ils.teacher import compute_teacher_logits, read_cache
@@ -48,8 +50,8 @@ BASELINE_SETTINGS = {
     "beta": dict(alpha=0.4),
 }
 
-# `run`'s untuned starting points (`tune` searches the grids instead): the synthetic values are the paper's
-# averages of tuned values (Table 4); the image values sit inside its grids for real data.
+# `run(tune=False)`'s fixed values (by default `run` searches the grids): the synthetic values are the paper's
+# averages of tuned values (Table 4); the others sit inside its grids for real data.
 DEFAULT_HYPERPARAMETERS = {
     "synthetic": dict(epsilon=0.05, p1=0.8, p2=2.0, temperature=1.0),
     "other": dict(epsilon=0.1, p1=0.9, p2=1.5, temperature=1.0),
@@ -159,12 +161,19 @@ class _SearchSpec:
     directory: str
 
 
+SEARCHES = ("budget", "full")  # run()'s KerasTuner search for models the vectorised engine cannot train
+HYPERBAND_FACTOR = 3
+
+
 def run(
     splits,
     *,
     model_name: str,
     methods=STUDENT_METHODS,
     hyperparameters: dict | None = None,
+    tune: bool = True,
+    search: str = "budget",
+    search_space=None,
     recipe: training.Recipe | None = None,
     output_dir: str,
     strategy: tf.distribute.Strategy | None = None,
@@ -172,8 +181,26 @@ def run(
     teacher_cache: str | None = None,
     verbose: int = 0,
     temperature_estimator: str = "map",
+    teacher_folds: int = 1,
+    directory: str | None = None,
+    log=None,
 ) -> dict:
-    """Runs teacher, calibration, cached targets, students and TempS students; writes the results.
+    """The paper's method on one dataset: teacher, `T*`, every student tuned on validation NLL, TempS, the table.
+
+    Every method with hyperparameters (LS, ILS1, ILS2, ILS) is selected on
+    the validation cross-entropy against hard labels over the paper's grids
+    (`search_space`); cLS and Beta take LS's chosen epsilon, as the paper does.
+    A method's "+ TempS" row is its candidate with the lowest validation NLL
+    after its own temperature scaling. How the candidates train:
+
+    - a plain MLP on vector data (`model_name="mlp"` with the MLP recipe):
+      all of them at once by `keras_ils.experiments.students.search_students`
+      (the paper's 180 students in about a minute on 2 CPU cores); BS_Soft
+      and Beta, whose targets depend on the student, by `model.fit`;
+    - any other model: one KerasTuner search per method, in `directory`
+      (resumable): `search="budget"` (default) is Hyperband (successive
+      halving, factor 3, up to the recipe's epochs), `"full"` the whole grid.
+      Its cost is logged before anything trains.
 
     Args:
         splits: a `keras_ils.experiments.datasets.Splits`.
@@ -181,7 +208,13 @@ def run(
         methods: the student methods, from `ALL_METHODS` (`"dis"`, `"cls"`,
             `"bs_soft"`, `"beta"`, `"ls"`, `"ils1"`, `"ils2"`, `"ils"`); the
             teacher itself is the No LS model.
-        hyperparameters: `epsilon`, `p1`, `p2`, `temperature` for every method.
+        hyperparameters: `{epsilon, p1, p2, temperature}` values to fix
+            instead of searching them (every method reading one uses it).
+        tune: `False` fixes every hyperparameter (`hyperparameters`, the rest
+            from `default_hyperparameters`) and trains one student per method.
+        search: `"budget"` or `"full"`, for models the engine cannot train.
+        search_space: `"paper"`, `"synthetic"` or `{hyperparameter: values}`.
+            Defaults to `"synthetic"` on the synthetic task, else `"paper"`.
         recipe: training recipe; defaults to `training.recipe_for(model_name, splits.name)`.
         output_dir: where `results.json`, `results.csv` and the reliability
             diagrams go (written only when everything succeeded).
@@ -191,9 +224,13 @@ def run(
         verbose: Keras `fit` verbosity.
         temperature_estimator: how every `T*` is fitted on the validation
             set (`keras_ils.calibration.fit_temperature`'s `estimator`):
-            `"map"` (default), `"mle"` or `"authors"`. Each "+ TempS" row
-            reports its `temperature`, `temperature_status` and
-            `validation_examples`.
+            `"map"` (default), `"mle"` or `"authors"`.
+        teacher_folds: `k >= 2` makes ILS's targets from `k` cross-fitted
+            teachers' out-of-fold logits (MLP on vector data only; see
+            `keras_ils.experiments.students`). Defaults to `1`, the paper's.
+        directory: the KerasTuner searches' directory. Defaults to
+            `OUTPUT_DIR/search`.
+        log: a function taking one line of progress (e.g. `print`), or `None`.
 
     Returns:
         The results dict that `results.json` holds.
@@ -201,22 +238,236 @@ def run(
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise ValueError(f"Invalid value for argument `methods`. Expected some of {ALL_METHODS}. Received: {unknown}")
+    if search not in SEARCHES:
+        raise invalid("search", f"one of {SEARCHES}", search)
+    integer_at_least("teacher_folds", teacher_folds, 1)
     if teacher_cache is not None and os.path.exists(teacher_cache):
         read_cache(teacher_cache)  # an unreadable file fails now, not after the teacher has trained
-    hyperparameters = hyperparameters or default_hyperparameters(splits.name)
+    fixed = {k: v for k, v in (hyperparameters or {}).items() if v is not None}
+    if not tune:
+        fixed = default_hyperparameters(splits.name, **fixed)
+    search_space = search_space or ("synthetic" if splits.name == "synthetic" else "paper")
     setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose, temperature_estimator)
+    for method in TUNABLE_METHODS:  # a bad grid or fixed value fails before anything trains
+        if method in methods:
+            students.candidate_grid((method,), search_space, fixed)
+    engine = uses_engine(setup)
+    if teacher_folds > 1 and not engine:
+        raise ValueError(
+            f"Argument `teacher_folds` > 1 needs a plain MLP on vector data (the vectorised engine); "
+            f"received model {model_name!r} on {splits.name}."
+        )
+    if teacher_folds > 1 and teacher_cache is not None:
+        raise ValueError(
+            "Arguments `teacher_cache` and `teacher_folds` > 1 exclude each other: the cache holds one "
+            "teacher's logits."
+        )
     progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
-
     with staged_directory(output_dir, RESULT_FILES) as staging:
         report = _Report(splits, staging, progress)
-        teacher_scaled, teacher_fit = _teacher_stage(setup, report)
-        teacher_logits = compute_teacher_logits(teacher_scaled, splits.train, cache_path=teacher_cache)
-        train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
-        for index, method in enumerate(methods, start=1):
-            loss, train_set, used = _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters)
-            student = _train_model(setup, loss, train_set, seed + index)
-            _record_student(setup, report, METHOD_NAMES[method], student, used)
-        return report.write(setup.header(teacher_fit))
+        settings = dict(tuned=tune, search_space=search_space if isinstance(search_space, str) else "custom")
+        if engine:
+            header = _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teacher_cache, log)
+        else:
+            directory = directory or os.path.join(output_dir, "search")
+            header = _run_keras(setup, report, methods, fixed, search_space, search, directory, teacher_cache, log)
+        return report.write(setup.header(header.pop("teacher_fit"), **settings, **header))
+
+
+def uses_engine(setup) -> bool:
+    """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP by the Adam MLP recipe."""
+    recipe = setup.recipe
+    return (
+        setup.model_name == "mlp"
+        and len(setup.splits.input_shape) == 1
+        and recipe.optimizer == "adam"
+        and not recipe.weight_decay
+        and not recipe.decay_at
+        and recipe.patience is not None
+    )
+
+
+def _arrays(dataset):
+    """`(features, labels)` numpy arrays of an unbatched `(x, y)` dataset, in order."""
+    x, y = dataset.batch(1 << 30).get_single_element()
+    return x.numpy(), y.numpy()
+
+
+def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teacher_cache, log):
+    """Every student by `students.search_students`; BS_Soft and Beta by `model.fit`. Returns header items."""
+    splits, recipe = setup.splits, setup.recipe
+    engine_methods = tuple(m for m in methods if m in students.METHODS)
+    keras_methods = tuple(m for m in methods if m not in students.METHODS)
+    searched = engine_methods + (("ls",) if keras_methods and "ls" not in engine_methods else ())
+    (x_train, y_train), (x_val, y_val) = _arrays(splits.train), _arrays(splits.validation)
+    x_test, y_test = _arrays(splits.test)
+    found = students.search_students(
+        x_train,
+        y_train,
+        x_val,
+        y_val,
+        num_classes=splits.num_classes,
+        methods=searched,
+        search_space=search_space,
+        fixed=fixed,
+        learning_rate=recipe.learning_rate,
+        batch_size=recipe.batch_size,
+        epochs=recipe.epochs,
+        patience=recipe.patience,
+        seed=setup.seed,
+        teacher_folds=teacher_folds,
+        temperature_estimator=setup.temperature_estimator,
+    )
+    if log:
+        log(f"{len(found.candidates)} models trained in {found.seconds:.1f} s (vectorised engine)")
+    test = lambda index: found.logits(x_test, index)  # noqa: E731
+    report.record_outputs("No LS", None, test(0), y_test, {})
+    report.record_outputs("No LS + TempS", found.teacher_fit, test(0) / found.teacher_fit.temperature, y_test, {})
+    for method in engine_methods:
+        _record_engine_method(setup, report, found, method, (x_val, y_val), test, y_test)
+    for index, method in enumerate(keras_methods, start=1):
+        epsilon = found.candidates[found.best("ls")][1]["epsilon"]
+        loss, train_set, used = _student_setup(method, splits, None, None, {"epsilon": epsilon})
+        _record_student(
+            setup, report, METHOD_NAMES[method], _train_model(setup, loss, train_set, setup.seed + index), used
+        )
+    if teacher_cache is not None:  # the calibrated teacher's logits, kept (or checked against the file) for reuse
+        compute_teacher_logits(
+            found.keras_model(0), splits.train, temperature=found.teacher_fit.temperature, cache_path=teacher_cache
+        )
+    header = dict(teacher_fit=found.teacher_fit, engine="vectorised", models_trained=len(found.candidates))
+    header.update(search_seconds=round(found.seconds, 2), teacher_folds=teacher_folds)
+    if found.folds_fit is not None:
+        header.update(folds_temperature=found.folds_fit.temperature, folds_temperature_status=found.folds_fit.status)
+    return header
+
+
+def _record_engine_method(setup, report, found, method, validation, test, y_test):
+    """A searched method's two rows: its best candidate as trained, and its best after temperature scaling."""
+    x_val, y_val = validation
+    count = len(found.indices(method))
+    for temps in (False, True):
+        index = found.best(method, temps=temps)
+        extra = {
+            "candidates": count,
+            "search_val_nll": float((found.val_nll_scaled if temps else found.val_nll)[index]),
+        }
+        hyperparameters = found.candidates[index][1]
+        if not temps:
+            report.record_outputs(METHOD_NAMES[method], None, test(index), y_test, hyperparameters, **extra)
+            continue
+        fit = estimate_temperature(found.logits(x_val, index), y_val, estimator=setup.temperature_estimator)
+        scaled = test(index) / fit.temperature
+        report.record_outputs(f"{METHOD_NAMES[method]} + TempS", fit, scaled, y_test, hyperparameters, **extra)
+
+
+def _run_keras(setup, report, methods, fixed, search_space, search, directory, teacher_cache, log):
+    """The teacher by `model.fit`; each searched method by a KerasTuner search in `directory`. Returns header items."""
+    splits = setup.splits
+    os.makedirs(directory, exist_ok=True)
+    _same_temperature_fit(directory, setup.temperature_estimator)
+    teacher_scaled, teacher_fit = _teacher_stage(setup, report, saved_at=os.path.join(directory, "teacher.keras"))
+    teacher_logits = compute_teacher_logits(
+        teacher_scaled, splits.train, cache_path=teacher_cache or os.path.join(directory, "teacher_logits.npz")
+    )
+    train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
+    algorithm = "hyperband" if search == "budget" else "grid"
+    order = sorted(methods, key=lambda m: m != "ls")  # LS first: cLS and Beta take its epsilon
+    if any(m in ("cls", "beta") for m in methods) and "ls" not in methods:
+        order = ["ls"] + order
+    chosen = dict(fixed)
+    for method in order:
+        space = _fixed_space(method, search_space, fixed)
+        if method in TUNABLE_METHODS and _grid_size(space) > 1:
+            if log:
+                log(_search_cost(method, space, algorithm, setup.recipe.epochs))
+            spec = _SearchSpec(setup, space, algorithm, None, directory)
+            tuner = _search(spec, method, teacher_scaled)
+            best_trial = tuner.oracle.get_best_trials(1)[0]
+            used = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
+            found = {
+                "candidates": _grid_size(space),
+                "trials": len(tuner.oracle.trials),
+                "search_val_nll": best_trial.score,
+            }
+            student = tuning.best_student(tuner)
+        else:
+            values = {name: values[0] for name, values in space.items()}
+            loss, train_set, used = _student_setup(
+                method, splits, teacher_logits, train_with_teacher, {**chosen, **values}
+            )
+            found, student = {}, _train_model(setup, loss, train_set, setup.seed)
+        if method == "ls":
+            chosen.setdefault("epsilon", used["epsilon"])
+        if method in methods:
+            _record_student(setup, report, METHOD_NAMES[method], student, used, **found)
+    return dict(
+        teacher_fit=teacher_fit,
+        engine="keras-tuner",
+        algorithm=algorithm if any(m in TUNABLE_METHODS for m in methods) else None,
+    )
+
+
+def _fixed_space(method, search_space, fixed) -> dict:
+    """`{hyperparameter: values}` that `method` tries: the grid's, one value where `fixed` has it."""
+    if method not in TUNABLE_METHODS:
+        return {}
+    space = (
+        tuning.make_search_space(method, search_space)
+        if isinstance(search_space, str)
+        else {name: tuple(search_space[name]) for name in tuning.METHOD_HYPERPARAMETERS[method]}
+    )
+    return {name: (fixed[name],) if name in fixed else values for name, values in space.items()}
+
+
+def _grid_size(space) -> int:
+    return int(np.prod([len(values) for values in space.values()])) if space else 1
+
+
+def hyperband_epochs(max_epochs: int, factor: int = HYPERBAND_FACTOR) -> tuple[int, int]:
+    """`(models, epochs)` at most that one iteration of KerasTuner's Hyperband trains for `max_epochs`.
+
+    KerasTuner's `HyperbandOracle` runs brackets `b = B-1, ..., 0` (`B` the
+    number of times `max_epochs` divides by `factor` down to 1), each with
+    rounds `r = 0..b` of `ceil(ceil(1 + log_factor(max_epochs)) / (b + 1) * factor^(b - r))`
+    models trained to `ceil(max_epochs / factor^(b - r))` epochs; a model
+    carried into the next round resumes from its checkpoint, so a round costs
+    only its extra epochs. Early stopping makes the real cost lower.
+
+    Example:
+
+    >>> hyperband_epochs(9)   # brackets of 9, 5 and 3 models
+    (17, 57)
+    """
+    brackets, epochs = 0, float(max_epochs)
+    while epochs >= 1:
+        epochs, brackets = epochs / factor, brackets + 1
+    end_size = math.ceil(1 + math.log(max_epochs, factor))
+    models_total = epochs_total = 0
+    for bracket in range(brackets):
+        done = 0
+        for round_ in range(bracket + 1):
+            size = math.ceil(end_size / (bracket + 1) * factor ** (bracket - round_))
+            target = math.ceil(max_epochs / factor ** (bracket - round_))
+            models_total += size if round_ == 0 else 0
+            epochs_total += size * (target - done)
+            done = target
+    return models_total, epochs_total
+
+
+def _search_cost(method, space, algorithm, max_epochs) -> str:
+    """The line `run` logs before a KerasTuner search: what it will train at most."""
+    candidates = _grid_size(space)
+    if algorithm == "grid":
+        return (
+            f"{METHOD_NAMES[method]}: the full grid, {candidates} models of up to {max_epochs} epochs "
+            f"(at most {candidates * max_epochs} epochs)"
+        )
+    models_total, epochs_total = hyperband_epochs(max_epochs)
+    return (
+        f"{METHOD_NAMES[method]}: Hyperband over {candidates} candidates, at most {models_total} models and "
+        f"{epochs_total} epochs (= {epochs_total / max_epochs:.1f} full trainings; --search full: {candidates})"
+    )
 
 
 def _teacher_stage(setup, report, saved_at=None):
@@ -247,6 +498,7 @@ def _record_student(setup, report, name, student, hyperparameters_used, **extra)
 
 
 TUNABLE_METHODS = tuple(tuning.METHOD_HYPERPARAMETERS)  # ls, ils1, ils2, ils
+ENGINES = ("auto", "keras-tuner")
 
 
 def tune(
@@ -264,8 +516,15 @@ def tune(
     seed: int = 0,
     verbose: int = 0,
     temperature_estimator: str = "map",
+    engine: str = "auto",
 ) -> dict:
     """The paper's tuning protocol: one teacher, then a KerasTuner search per method, then the best students.
+
+    With `engine="auto"` a whole-grid search (`algorithm="grid"`, no
+    `max_trials`) of a plain MLP on vector data outside KerasTuner's
+    distributed mode is `run`'s: every candidate at once by the vectorised
+    engine (`keras_ils.experiments.students`), in seconds, nothing kept in
+    `directory`. `engine="keras-tuner"` always searches with KerasTuner.
 
     The teacher is trained, temperature-scaled and kept in `directory`
     (`teacher.keras`, `teacher_logits.npz`) with one KerasTuner project per
@@ -292,12 +551,28 @@ def tune(
         seed: seeds the teacher, every trial's initial weights, shuffling and the oracle.
         verbose: KerasTuner/Keras verbosity.
         temperature_estimator: as in `run`. Defaults to `"map"`.
+        engine: `"auto"` or `"keras-tuner"` (see above). Defaults to `"auto"`.
 
     Returns:
         The results dict that `results.json` holds.
     """
     role = _check_tune_arguments(methods, search_space, algorithm)
+    if engine not in ENGINES:
+        raise invalid("engine", f"one of {ENGINES}", engine)
     setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose, temperature_estimator)
+    if engine == "auto" and role is None and algorithm == "grid" and max_trials is None and uses_engine(setup):
+        return run(
+            splits,
+            model_name=model_name,
+            methods=methods,
+            search_space=search_space,
+            recipe=setup.recipe,
+            output_dir=output_dir,
+            strategy=setup.strategy,
+            seed=seed,
+            verbose=verbose,
+            temperature_estimator=temperature_estimator,
+        )
     spec = _SearchSpec(setup, search_space, algorithm, max_trials, directory)
     os.makedirs(directory, exist_ok=True)
     _same_temperature_fit(directory, setup.temperature_estimator)
@@ -436,6 +711,10 @@ class _Report:
 
     def record(self, name, fit, model, hyperparameters_used, **extra):
         outputs, labels = data.predict_with_labels(model, self.test)
+        self.record_outputs(name, fit, outputs, labels, hyperparameters_used, **extra)
+
+    def record_outputs(self, name, fit, outputs, labels, hyperparameters_used, **extra):
+        """A row from a model's test logits: scores, reliability diagram, progress."""
         result = evaluation.evaluate_outputs(outputs, labels, groups=self.splits.test_groups)
         probabilities, _ = evaluation.probabilities(outputs)
         filename = f"reliability_{name.lower().replace(' ', '_').replace('+', 'plus')}.png"
@@ -515,5 +794,9 @@ def format_table(results: dict) -> str:
         line += "".join(f"{100 * row[g]['accuracy']:>11.2f}%" for g in groups)
         line += f"{a['nll']:>9.4f}{a['ece']:>9.4f}{a['cwece']:>9.4f}{a['class_conditional_ece']:>13.4f}  "
         line += ", ".join(f"{k}={v:g}" for k, v in row["hyperparameters"].items())
+        if row.get("candidates", 1) > 1:
+            line += f" (best of {row['candidates']})"
         lines.append(line)
+    if results.get("tuned") is False:
+        lines.append("Hyperparameters fixed (not tuned): the paper's method selects them on validation NLL.")
     return "\n".join(lines)
