@@ -257,6 +257,11 @@ def run(
             f"Argument `teacher_folds` > 1 needs a plain MLP on vector data (the vectorised engine); "
             f"received model {model_name!r} on {splits.name}."
         )
+    if tune and search == "budget" and not engine and setup.recipe.epochs < 2:
+        raise ValueError(
+            "The budgeted search (Hyperband) needs at least 2 epochs; received epochs="
+            f"{setup.recipe.epochs}. Give more epochs, or use --search full (search='full') or --no-tune (tune=False)."
+        )
     if teacher_folds > 1 and teacher_cache is not None:
         raise ValueError(
             "Arguments `teacher_cache` and `teacher_folds` > 1 exclude each other: the cache holds one "

@@ -35,7 +35,10 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
     for row in results["rows"]:
         assert row["all"]["count"] == 15000 and row["dense"]["count"] + row["sparse"]["count"] == 15000
         assert 0 <= row["all"]["accuracy"] <= 1 and np.isfinite(row["all"]["nll"])
-    assert results["rows"][4]["hyperparameters"] == {"p1": 0.8, "p2": 2.0, "temperature": 1.0}
+    grid = {"p1": (0.75, 0.775, 0.8, 0.825, 0.85), "p2": (0.75, 1.0, 1.25, 1.5, 1.75, 2.0), "temperature": (1, 2, 4, 6)}
+    for row in results["rows"][4:]:  # tuned by default over the synthetic appendix grids: 5 x 6 x 4
+        assert row["candidates"] == 120 and all(row["hyperparameters"][k] in v for k, v in grid.items())
+    assert results["tuned"] is True and results["engine"] == "vectorised" and results["models_trained"] == 1 + 12 + 120
     with open(out / "results.csv") as file:
         table = list(csv.DictReader(file))
     assert [r["model"] for r in table] == names
@@ -45,32 +48,44 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
     assert os.path.exists(tmp_path / "cache" / "teacher.npz")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
     printed = capsys.readouterr().out
-    assert "paper-cwECE" in printed and "ILS + TempS" in printed and "acc dense" in printed
+    assert (
+        "paper-cwECE" in printed and "ILS + TempS" in printed and "acc dense" in printed and "(best of 120)" in printed
+    )
 
 
-def test_run_on_tfds_images_with_lenet(tmp_path):
+def test_run_with_fixed_values_trains_one_student_per_method(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["run", "--epochs", "3", "--methods", "ls,ils", "--p1", "0.85", "--no-tune", "--output-dir", str(out)]
+    assert cli.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["tuned"] is False and results["models_trained"] == 3
+    assert results["rows"][2]["hyperparameters"] == {"epsilon": 0.05}  # the synthetic defaults, P1 as given
+    assert results["rows"][4]["hyperparameters"] == {"p1": 0.85, "p2": 2.0, "temperature": 1.0}
+    assert "not tuned" in capsys.readouterr().out
+
+
+def _run_lenet_on_mock_cifar(tmp_path, *flags):
     with tfds.testing.mock_data(num_examples=200):  # every class in validation
-        code = cli.main(
-            [
-                "run",
-                "--dataset",
-                "tfds:cifar10",
-                "--model",
-                "lenet",
-                "--epochs",
-                "1",
-                "--methods",
-                "ils",
-                "--batch-size",
-                "8",
-                "--output-dir",
-                str(tmp_path / "r"),
-            ]
-        )
-    assert code == 0
+        argv = ["run", "--dataset", "tfds:cifar10", "--model", "lenet", "--batch-size", "8", *flags]
+        return cli.main([*argv, "--output-dir", str(tmp_path / "r")])
+
+
+def test_run_on_tfds_images_with_lenet_tunes_within_the_printed_hyperband_budget(tmp_path, capsys):
+    assert _run_lenet_on_mock_cifar(tmp_path, "--epochs", "2", "--methods", "ils", "--p1", "0.9", "--p2", "1.0") == 0
     results = json.loads((tmp_path / "r" / "results.json").read_text())
     assert results["recipe"]["augment"] is True and results["recipe"]["optimizer"] == "sgd"
+    assert results["engine"] == "keras-tuner" and results["algorithm"] == "hyperband"
     assert [row["model"] for row in results["rows"]][-1] == "ILS + TempS"
+    ils = results["rows"][-2]
+    # KerasTuner's Hyperband for max_epochs=2, factor 3: one bracket of ceil(1 + log_3 2) = 2 models of 2 epochs
+    assert ils["candidates"] == 5 and ils["trials"] == 2 and ils["hyperparameters"]["temperature"] in (1, 2, 4, 8, 16)
+    assert "ILS: Hyperband over 5 candidates, at most 2 models and 4 epochs" in capsys.readouterr().out
+    assert os.path.isdir(tmp_path / "r" / "search" / "ils")  # the search is kept beside the results (resumable)
+
+
+def test_budget_search_needs_two_epochs(tmp_path, capsys):
+    assert _run_lenet_on_mock_cifar(tmp_path, "--epochs", "1", "--methods", "ils") == 2
+    assert "--search full" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize(
@@ -137,7 +152,7 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("boom in the middle")
 
-    monkeypatch.setattr(pipeline, "compute_teacher_logits", broken)
+    monkeypatch.setattr(pipeline, "_record_engine_method", broken)  # after the search and the teacher's rows
     assert cli.main(["run", "--epochs", "1", "--output-dir", str(tmp_path / "o")]) == 2
     assert list(tmp_path.iterdir()) == []
 
