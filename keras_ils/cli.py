@@ -1,6 +1,6 @@
 """`keras-ils`: the whole method on a dataset from the command line.
 
-    keras-ils run                                  # the paper's synthetic task, MLP (a minute or two on a CPU)
+    keras-ils run                                  # the paper's synthetic task, MLP, tuned (under a minute on a CPU)
     keras-ils run --dataset tfds:cifar10 --model resnet110 --strategy mirrored
     keras-ils run --dataset my_data.npz --methods ls,ils --epochs 50
     keras-ils tune                                 # LS and ILS tuned on the synthetic appendix grids
@@ -74,7 +74,9 @@ def _add_common_arguments(parser):
     parser.add_argument(
         "--model",
         default=None,
-        help="mlp, lenet, resnet20/32/56/110, wrn-D-W (default: mlp for vectors, resnet20 for images)",
+        help="mlp, lenet, resnet20/32/56/110 (resnet20b...: projection shortcuts), resnet110sd, resnet152sd, "
+        "densenet40, wrn-D-W (e.g. wrn-34-10), resnet18, resnet50, inceptionv4, alexnet "
+        "(default: mlp for vectors, resnet20 for images)",
     )
     parser.add_argument(
         "--num-classes",

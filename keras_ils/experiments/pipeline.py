@@ -441,8 +441,8 @@ def hyperband_epochs(max_epochs: int, factor: int = HYPERBAND_FACTOR) -> tuple[i
 
     Example:
 
-    >>> hyperband_epochs(9)   # brackets of 9, 5 and 3 models
-    (17, 57)
+    >>> hyperband_epochs(9)   # brackets of 9 models (1, 3, 9 epochs), 5 (3, 9) and 3 (9): 21 + 27 + 27 epochs
+    (17, 75)
     """
     brackets, epochs = 0, float(max_epochs)
     while epochs >= 1:
