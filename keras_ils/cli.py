@@ -74,7 +74,8 @@ def _add_common_arguments(parser):
     parser.add_argument(
         "--model",
         default=None,
-        help="mlp, lenet, resnet20/32/56/110 (resnet20b...: projection shortcuts), resnet110sd, resnet152sd, "
+        help="mlp (5x64), mlp-D-W (D hidden layers of W units), lenet, resnet20/32/56/110 (resnet20b...: "
+        "projection shortcuts), resnet110sd, resnet152sd, "
         "densenet40, wrn-D-W (e.g. wrn-34-10), resnet18, resnet50, inceptionv4, alexnet "
         "(default: mlp for vectors, resnet20 for images)",
     )

@@ -652,14 +652,30 @@ MODEL_NAMES = (
 )
 
 
+def mlp_shape(name: str) -> tuple[int, int] | None:
+    """`(hidden_layers, units)` of an MLP name (`mlp` is the paper's 5 x 64, `mlp-D-W` any), else `None`.
+
+    Example:
+
+    >>> mlp_shape("mlp"), mlp_shape("mlp-2-128"), mlp_shape("lenet")
+    ((5, 64), (2, 128), None)
+    """
+    if name == "mlp":
+        return 5, 64
+    match = re.fullmatch(r"mlp-(\d+)-(\d+)", name)
+    if match and int(match[1]) >= 1 and int(match[2]) >= 1:
+        return int(match[1]), int(match[2])
+    return None
+
+
 def build(name: str, num_classes: int, input_shape: tuple, weight_decay: float | None = None) -> keras.Model:
     """A model by name: `MODEL_NAMES` and the families of the module table.
 
     `mlp`, `lenet`, `alexnet`, `resnet18`, `resnet50`, `inceptionv4`;
     `resnet{6n+2}` (option A), `resnet{6n+2}b` (option B),
     `resnet{6n+2}sd` (stochastic depth); `densenet{6m+4}` (DenseNet-BC);
-    `wrn-{6n+4}-{width}`. (`resnet50` is the bottleneck ResNet-50, not the
-    CIFAR ResNet of depth 6 * 8 + 2.)
+    `wrn-{6n+4}-{width}`; `mlp-{hidden layers}-{units}` (`mlp` is `mlp-5-64`).
+    (`resnet50` is the bottleneck ResNet-50, not the CIFAR ResNet of depth 6 * 8 + 2.)
 
     `weight_decay` puts `L2(weight_decay / 2)` on every Conv2D and Dense
     kernel (the module docstring says why); give it the recipe's,
@@ -685,6 +701,9 @@ def build(name: str, num_classes: int, input_shape: tuple, weight_decay: float |
         return resnet(int(match[2]), num_classes, input_shape, weight_decay=weight_decay, shortcut=shortcut)
     if match and match[3] is None:
         return densenet(int(match[2]), num_classes, input_shape, weight_decay=weight_decay)
+    shape = mlp_shape(name)
+    if shape is not None:
+        return mlp(num_classes, input_shape, *shape, name=name, weight_decay=weight_decay)
     match = re.fullmatch(r"wrn-(\d+)-(\d+)", name)
     if match:
         return wide_resnet(int(match[1]), int(match[2]), num_classes, input_shape, weight_decay=weight_decay)

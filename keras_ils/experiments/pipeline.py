@@ -280,10 +280,11 @@ def run(
 
 
 def uses_engine(setup) -> bool:
-    """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP by the Adam MLP recipe."""
+    """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP (`mlp`, `mlp-D-W`) on
+    vectors by the Adam MLP recipe."""
     recipe = setup.recipe
     return (
-        setup.model_name == "mlp"
+        models.mlp_shape(setup.model_name) is not None
         and len(setup.splits.input_shape) == 1
         and recipe.optimizer == "adam"
         and not recipe.weight_decay
@@ -315,6 +316,8 @@ def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teac
         methods=searched,
         search_space=search_space,
         fixed=fixed,
+        hidden_layers=models.mlp_shape(setup.model_name)[0],
+        units=models.mlp_shape(setup.model_name)[1],
         learning_rate=recipe.learning_rate,
         batch_size=recipe.batch_size,
         epochs=recipe.epochs,

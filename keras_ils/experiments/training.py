@@ -114,6 +114,8 @@ def recipe_family(model_name: str) -> str:
     """
     if model_name in ("mlp", "lenet"):
         return model_name
+    if re.fullmatch(r"mlp-\d+-\d+", model_name):
+        return "mlp"
     if model_name == "alexnet":
         return "student"
     if model_name == "inceptionv4":
@@ -128,8 +130,8 @@ def recipe_family(model_name: str) -> str:
         return "wrn"
     raise invalid(  # worded as `models.build` words it, which names the argument `model`
         "model",
-        "a name of keras_ils.experiments.models.build (mlp, lenet, alexnet, resnet*, resnet*sd, densenet*, wrn-*, "
-        "inceptionv4)",
+        "a name of keras_ils.experiments.models.build (mlp, mlp-D-W, lenet, alexnet, resnet*, resnet*sd, densenet*, "
+        "wrn-*, inceptionv4)",
         model_name,
     )
 

@@ -64,6 +64,19 @@ def test_run_with_fixed_values_trains_one_student_per_method(tmp_path, capsys):
     assert "not tuned" in capsys.readouterr().out
 
 
+def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(160, 5))
+    y = (x[:, 0] + 0.5 * rng.normal(size=160) > 0).astype(int) + (x[:, 1] > 0.8)
+    np.savez(tmp_path / "d.npz", x_train=x[:120], y_train=y[:120], x_test=x[120:], y_test=y[120:])
+    argv = ["run", "--dataset", str(tmp_path / "d.npz"), "--model", "mlp-2-8", "--teacher-folds", "3"]
+    assert cli.main([*argv, "--methods", "ils1", "--epochs", "5", "--output-dir", str(tmp_path / "r")]) == 0
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert results["model"] == "mlp-2-8" and results["engine"] == "vectorised" and results["teacher_folds"] == 3
+    assert results["folds_temperature"] > 0 and results["models_trained"] == 1 + 25
+    assert [row["candidates"] for row in results["rows"][2:]] == [25, 25]
+
+
 def _run_lenet_on_mock_cifar(tmp_path, *flags):
     with tfds.testing.mock_data(num_examples=200):  # every class in validation
         argv = ["run", "--dataset", "tfds:cifar10", "--model", "lenet", "--batch-size", "8", *flags]

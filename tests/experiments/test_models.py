@@ -395,3 +395,9 @@ class TestZeroPadShortcut:
     def test_fewer_filters_than_input_channels(self):
         with pytest.raises(ValueError, match="Invalid value for argument `filters`"):
             models.ZeroPadShortcut(2)(self.x)
+
+
+def test_mlp_by_depth_and_width():
+    model = models.build("mlp-2-16", 4, (7,))
+    assert models.mlp_shape("mlp-2-16") == (2, 16) and models.mlp_shape("mlp-0-16") is None
+    assert model.count_params() == (7 * 16 + 16) + (16 * 16 + 16) + (16 * 4 + 4)
