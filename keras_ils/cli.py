@@ -6,6 +6,7 @@
     keras-ils tune                                 # LS and ILS tuned on the synthetic appendix grids
     keras-ils tune --dataset tfds:cifar10 --model resnet110 --algorithm random --max-trials 20
     keras-ils benchmark synthetic                  # the paper's 100-replicate synthetic protocol, appendix table
+    keras-ils benchmark paper --table 3 --models resnet110 --datasets tfds:cifar10   # Table 3's columns, resumable
 
 Bad input (unknown dataset, labels outside [0, K), a malformed .npz, NaN in
 the features, a class missing from the validation split, a number flag out of
@@ -217,7 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
         "all grids of all replicates trained together by keras_ils.experiments.vectorised. Writes "
         "synthetic_protocol.json, synthetic_protocol.md and best_smoothing_*.png into the output directory.",
     )
-    benchmark.add_argument("experiment", choices=("synthetic",), help="which experiment (synthetic)")
+    benchmark.add_argument(
+        "experiment",
+        choices=("synthetic", "paper"),
+        help="which experiment: 'synthetic', or 'paper' (--table 3 or distillation: the paper's real-data tables)",
+    )
     benchmark.add_argument("--replicates", type=int, default=100, help="replicate datasets (default: 100)")
     benchmark.add_argument("--seed", type=int, default=0, help="seed of the first replicate (default: 0)")
     benchmark.add_argument(
@@ -244,9 +249,44 @@ def build_parser() -> argparse.ArgumentParser:
         help=_TEMPERATURE_FIT_HELP + "; docs/synthetic_experiments.md's tables were made with 'mle'",
     )
     benchmark.add_argument(
-        "--output-dir", default=None, help="where results go (default: runs/benchmark-synthetic-seedN)"
+        "--output-dir", default=None, help="where results go (default: runs/benchmark-EXPERIMENT-seedN)"
+    )
+    paper = benchmark.add_argument_group(
+        "paper", "keras-ils benchmark paper: one resumable command per table (keras_ils.experiments.paper_tables)"
+    )
+    paper.add_argument(
+        "--table",
+        choices=("3", "distillation"),
+        default="3",
+        help="Table 3 (12 methods, each tuned by the main job) or the distillation table (AlexNet student from "
+        "teachers trained with No LS, LS, ILS); default: 3",
+    )
+    paper.add_argument("--datasets", type=_names, help="comma-separated datasets (default: the paper's pairs)")
+    paper.add_argument("--models", type=_names, help="comma-separated models (both lists given: every pair)")
+    paper.add_argument("--seeds", type=int, default=2, help="seeds per pair, from --seed (default: 2, the paper's)")
+    paper.add_argument(
+        "--search",
+        choices=("budget", "full"),
+        default="budget",
+        help="the main job's search for image models: Hyperband (default) or the whole grid",
+    )
+    paper.add_argument("--epochs", type=int, help="maximum epochs of every model (default: the paper's recipes)")
+    paper.add_argument("--batch-size", type=int, help="mini-batch size of every model (default: the recipes')")
+    paper.add_argument("--data-dir", default=None, help="tensorflow-datasets data directory")
+    paper.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=None,
+        help="validation share for every dataset (default: the paper's CIFAR 45K/5K and SVHN 598K/6K, else 0.2)",
     )
     return parser
+
+
+def _names(text):
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list; got {text!r}")
+    return names
 
 
 def _load(args):
@@ -344,6 +384,8 @@ def benchmark_command(args) -> int:
 
     output_dir = args.output_dir or os.path.join("runs", f"benchmark-{args.experiment}-seed{args.seed}")
     check_writable(output_dir)  # fail before hours of training
+    if args.experiment == "paper":
+        return _paper_command(args, output_dir)
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
     results = synthetic_protocol.run_replicates(
         args.replicates,
@@ -360,6 +402,32 @@ def benchmark_command(args) -> int:
     return 0
 
 
+def _paper_command(args, output_dir) -> int:
+    import shlex
+
+    from keras_ils.experiments import paper_tables
+
+    pairs = paper_tables.pairs_for(args.table, args.datasets, args.models)
+    summary = paper_tables.run_table(
+        args.table,
+        pairs,
+        seeds=range(args.seed, args.seed + args.seeds),
+        output_dir=output_dir,
+        search=args.search,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        data_dir=args.data_dir,
+        validation_fraction=args.validation_fraction,
+        temperature_estimator=args.temperature_fit,
+        command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
+        log=print,
+    )
+    print(paper_tables.format_markdown(summary))
+    name = "table3" if args.table == "3" else "distillation"
+    print(f"Results written to {output_dir}/ ({name}.md, {name}.json, cd_{name}_*.png, runs/)")
+    return 0
+
+
 # Number flags checked after parsing (argparse's own errors print the usage too): (flag, expected, test).
 _NUMBER_FLAGS = (
     ("epochs", "an integer >= 1", lambda v: v >= 1),
@@ -367,6 +435,7 @@ _NUMBER_FLAGS = (
     ("seed", "an integer >= 0", lambda v: v >= 0),
     ("max_trials", "an integer >= 1", lambda v: v >= 1),
     ("replicates", "an integer >= 1", lambda v: v >= 1),
+    ("seeds", "an integer >= 1", lambda v: v >= 1),
     ("num_classes", "an integer >= 2", lambda v: v >= 2),
     ("teacher_folds", "an integer >= 1", lambda v: v >= 1),
     ("validation_fraction", "a number in (0, 1)", lambda v: math.isfinite(v) and 0 < v < 1),
