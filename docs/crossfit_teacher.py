@@ -24,6 +24,15 @@ and a paired exact two-sided sign test of (ii) against (i) (a win: higher
 correlation, lower difference).
 
     nice -n 19 python docs/crossfit_teacher.py --seeds 20 --output docs/real_data_ils/crossfit_teacher.json
+
+`--real-seeds N` adds, for scikit-learn's iris, wine and breast cancer (the
+splits of docs/real_data_ils.py: stratified 70/30, 20 % validation, seeds
+0..N-1), where no true posterior is known, how confident each teacher is on
+the training examples it reads `p_t` from, beside the full teacher's `p_t` on
+the held-out validation examples: a teacher that memorised its training set
+reads far higher `p_t` on it than on validation.
+
+    nice -n 19 python docs/crossfit_teacher.py --seeds 0 --real-seeds 10 --output docs/real_data_ils/crossfit_teacher.json
 """
 
 from __future__ import annotations
@@ -102,6 +111,57 @@ def one_seed(seed):
     return out
 
 
+def real_teachers(name, seed, directory):
+    """`p_t` summaries of the in-sample and out-of-fold teachers on a scikit-learn set's training examples."""
+    from sklearn import datasets as sklearn_datasets
+    from sklearn.model_selection import train_test_split
+
+    x, y = getattr(sklearn_datasets, f"load_{name}")(return_X_y=True)
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.3, random_state=seed, stratify=y)
+    path = os.path.join(directory, f"{name}-{seed}.npz")
+    np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        splits = datasets.load(path, seed=seed)
+    (x, y), (x_val, y_val) = _arrays(splits.train), _arrays(splits.validation)
+    out = {"dataset": name, "seed": seed}
+    for teacher, folds in TEACHERS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = students.search_students(x, y, x_val, y_val, methods=(), teacher_folds=folds, seed=seed)
+        p_t = _true_class(_softmax(found.teacher_logits), y)
+        eps = np.asarray(smoothing_factor(p_t.astype(np.float32), 0.9, 1.5), np.float64)
+        out[teacher] = dict(mean_p_t=float(p_t.mean()), share_p_t_above_099=float(np.mean(p_t > 0.99)),
+                            mean_eps=float(eps.mean()), std_eps=float(eps.std()))  # fmt: skip
+        if folds == 1:
+            val_logits = found.logits(x_val, 0) / found.teacher_fit.temperature
+            p_val = _true_class(_softmax(val_logits), y_val)
+            out["validation"] = dict(mean_p_t=float(p_val.mean()), share_p_t_above_099=float(np.mean(p_val > 0.99)))
+    return out
+
+
+def real_markdown(rows):
+    lines = [f"{len(rows) // len(REAL_SETS)} seeds per set; the calibrated teachers' p_t (eps_x at P1 0.9, P2 1.5).",
+             "", "| data set | p_t read from | mean p_t | share of p_t > 0.99 | mean eps_x | s.d. of eps_x within a seed |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for name in REAL_SETS:
+        mine = [r for r in rows if r["dataset"] == name]
+        for key, label in (("in-sample", "in-sample teacher, training examples"),
+                           ("5-fold out of fold", "5-fold out of fold, training examples"),
+                           ("validation", "full teacher, validation examples (held out)")):  # fmt: skip
+            cells = [name, label, _mean_se([r[key]["mean_p_t"] for r in mine]),
+                     _mean_se([r[key]["share_p_t_above_099"] for r in mine])]  # fmt: skip
+            if key == "validation":
+                cells += ["-", "-"]
+            else:
+                cells += [_mean_se([r[key]["mean_eps"] for r in mine]), _mean_se([r[key]["std_eps"] for r in mine])]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+REAL_SETS = ("iris", "wine", "breast_cancer")
+
+
 def _mean_se(values):
     values = np.asarray(values, float)
     values = values[np.isfinite(values)]
@@ -148,7 +208,22 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--output", help="optional JSON file of the per-seed numbers (the table goes beside it, .md)")
+    parser.add_argument("--real-seeds", type=int, default=0, help="also the scikit-learn sets' teachers, N seeds")
     args = parser.parse_args(argv)
+    if args.real_seeds:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as directory:
+            rows = [real_teachers(n, s, directory) for s in range(args.real_seeds) for n in REAL_SETS]
+        table = real_markdown(rows)
+        print(table)
+        if args.output:
+            with open(os.path.splitext(args.output)[0] + "_real.json", "w") as file:
+                json.dump(rows, file, indent=1)
+            with open(os.path.splitext(args.output)[0] + "_real.md", "w") as file:
+                file.write(table + "\n")
+    if not args.seeds:
+        return None
     per_seed = []
     for seed in range(args.seeds):
         per_seed.append(one_seed(seed))
