@@ -1,0 +1,237 @@
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+from scipy import stats
+from test_ranks import METHODS, PAPER_CROSS_ENTROPY
+
+from keras_ils import cli
+from keras_ils.experiments import paper_tables, paper_values, pipeline, ranks
+
+
+def _npz(path, seed, num_classes=3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(160, 4))
+    y = np.digitize(x[:, 0] + 0.7 * rng.normal(size=160), [-0.5, 0.5])[:, None].ravel() % num_classes
+    np.savez(path, x_train=x[:120], y_train=y[:120], x_test=x[120:], y_test=y[120:])
+    return str(path)
+
+
+class TestPaperValues:
+    def test_table3_is_the_ranks_tests_transcription_and_complete(self):
+        assert list(paper_values.TABLE3_COLUMNS) == METHODS
+        assert [list(row) for row in paper_values.TABLE3["nll"]] == PAPER_CROSS_ENTROPY
+        for metric, rows in paper_values.TABLE3.items():
+            assert len(rows) == len(paper_values.TABLE3_PAIRS) == 11 and {len(r) for r in rows} == {12}, metric
+        # spot checks against the .tex: accuracy in fractions, the last row of ECE and cwECE
+        assert paper_values.TABLE3["accuracy"][0][-1] == 0.7683 and paper_values.TABLE3["accuracy"][-1][0] == 0.976
+        ece = (0.009, 0.007, 0.031, 0.006, 0.033, 0.061, 0.005, 0.010, 0.006, 0.005, 0.015, 0.008)
+        assert paper_values.TABLE3["ece"][-1] == ece
+        assert paper_values.TABLE3["cwece"][1][4] == 0.018
+
+    def test_distillation_table(self):
+        assert paper_values.DISTILLATION["nll"][1] == (0.999, 0.964, 0.912)
+        assert paper_values.DISTILLATION["accuracy"][2] == (0.6058, 0.6042, 0.6059)
+        assert len(paper_values.DISTILLATION_PAIRS) == 4 and paper_values.DISTILLATION_COLUMNS == ("No LS", "LS", "ILS")
+
+
+class TestPairs:
+    def test_the_papers_pairs_and_filters(self):
+        assert paper_tables.pairs_for("3") == list(paper_values.TABLE3_PAIRS)
+        assert paper_tables.pairs_for("3", datasets=["tfds:cifar100"], models=None)[0] == ("tfds:cifar100", "lenet")
+        assert paper_tables.pairs_for("distillation", models=["densenet40"]) == [("tfds:fashion_mnist", "densenet40")]
+        assert paper_tables.pairs_for("3", ["a.npz", "b.npz"], ["mlp", "lenet"]) == [
+            ("a.npz", "mlp"),
+            ("a.npz", "lenet"),
+            ("b.npz", "mlp"),
+            ("b.npz", "lenet"),
+        ]
+
+    def test_no_matching_pair_and_bad_table(self):
+        with pytest.raises(ValueError, match="No pair of the paper's table 3"):
+            paper_tables.pairs_for("3", models=["alexnet"])
+        with pytest.raises(ValueError, match="Invalid value for argument `table`"):
+            paper_tables.pairs_for("4")
+
+
+def _fake_runs(pairs, seeds, seed=0):
+    """`{(pair, seed): {column: scores}}` with random scores (ties in accuracy)."""
+    rng = np.random.default_rng(seed)
+    runs = {}
+    for pair in pairs:
+        for s in seeds:
+            runs[(pair, s)] = {
+                c: {
+                    "nll": float(rng.uniform(0.1, 1)),
+                    "accuracy": float(rng.integers(0, 4) / 4),
+                    "ece": float(rng.uniform(0, 0.1)),
+                    "cwece": float(rng.uniform(0, 0.1)),
+                    "class_conditional_ece": float(rng.uniform(0, 0.1)),
+                }
+                for c in paper_values.TABLE3_COLUMNS
+            }
+    return runs
+
+
+class TestTableLayout:
+    def test_means_ranks_tests_and_the_papers_values_against_numbers_computed_here(self, tmp_path):
+        pairs = [("tfds:cifar10", "lenet"), ("iris.npz", "mlp"), ("tfds:svhn_cropped", "resnet152sd")]
+        seeds = (0, 1)
+        runs = _fake_runs(pairs, seeds)
+        summary = paper_tables.summarise("3", pairs, seeds, runs, command="keras-ils benchmark paper")
+        paper_tables.write_outputs(summary, str(tmp_path))
+        columns = paper_values.TABLE3_COLUMNS
+        for key, _, lower, _ in paper_tables.METRICS:
+            entry = summary["metrics"][key]
+            means = np.array([[np.mean([runs[(p, s)][c][key] for s in seeds]) for c in columns] for p in pairs])
+            np.testing.assert_allclose(entry["mean"], means)
+            expected = np.array([stats.rankdata(row if lower else -row) for row in means])
+            np.testing.assert_array_equal(entry["ranks"], expected)
+            np.testing.assert_allclose(list(entry["average_ranks"].values()), expected.mean(axis=0))
+            chi2 = stats.friedmanchisquare(*(means if lower else -means).T)
+            np.testing.assert_allclose(entry["friedman"]["statistic"], chi2.statistic, rtol=1e-10)
+            cd = ranks.critical_difference(12, 3)
+            assert entry["critical_difference"]["nemenyi"] == pytest.approx(cd)
+            control = entry["against_control"]["No LS"]
+            assert control["nemenyi"] == (abs(control["difference"]) >= cd)
+        # the paper's values: only its own pairs (rows 0 and 10 of its table), ranked the same way
+        paper = summary["metrics"]["nll"]["paper"]
+        assert paper["pairs"] == ["lenet / cifar10", "resnet152sd / svhn_cropped"]
+        assert paper["values"] == [PAPER_CROSS_ENTROPY[0], PAPER_CROSS_ENTROPY[10]]
+        np.testing.assert_array_equal(paper["ranks"][0], stats.rankdata(PAPER_CROSS_ENTROPY[0]))
+        assert "paper" not in summary["metrics"]["cwece"]  # Eq. 2: the paper printed the other variant
+        assert summary["metrics"]["class_conditional_ece"]["paper"]["values"][1] == list(
+            paper_values.TABLE3["cwece"][10]
+        )
+        # the markdown: one row per pair, `value (rank)` cells, the best bold, accuracy in %
+        markdown = (tmp_path / "table3.md").read_text()
+        nll = summary["metrics"]["nll"]
+        first = f"{nll['mean'][1][0]:.3f} ({nll['ranks'][1][0]:g})"
+        assert f"| mlp / iris | {first}" in markdown or f"| mlp / iris | **{first}**" in markdown
+        best = int(np.argmin(nll["mean"][1]))
+        assert f"**{nll['mean'][1][best]:.3f} (1)**" in markdown
+        accuracy = summary["metrics"]["accuracy"]
+        assert f"{100 * accuracy['mean'][0][0]:.2f} (" in markdown
+        # the paper's printed row, ranked on the printed values (its subscripts 12 and 11 came from unrounded ones)
+        assert "| lenet / cifar10 | 0.858 (11.5) | 0.858 (11.5) | 0.854 (10) |" in markdown
+        assert "keras-ils benchmark paper" in markdown and "Friedman over 3 pairs" in markdown
+        pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+        assert len(pngs) == 2 * len(paper_tables.METRICS) and "cd_table3_nll_bonferroni-dunn.png" in pngs
+        assert json.loads((tmp_path / "table3.json").read_text())["metrics"]["nll"]["mean"] == nll["mean"]
+
+    def test_one_pair_has_ranks_but_no_tests_or_diagrams(self, tmp_path):
+        pairs = [("iris.npz", "mlp")]
+        summary = paper_tables.summarise("3", pairs, (0,), _fake_runs(pairs, (0,)))
+        paper_tables.write_outputs(summary, str(tmp_path))
+        assert "friedman" not in summary["metrics"]["nll"] and not list(tmp_path.glob("*.png"))
+        assert "One pair: no Friedman test" in (tmp_path / "table3.md").read_text()
+
+    def test_the_papers_table_3_under_both_tests(self):
+        # the issue's question, on the printed cross-entropy: ILS + TempS 1.41, No LS + TempS 5.32, CD 5.02
+        pairs = list(paper_values.TABLE3_PAIRS)
+        runs = {
+            (pair, 0): {c: {"nll": paper_values.TABLE3["nll"][i][j]} for j, c in enumerate(METHODS)}
+            for i, pair in enumerate(pairs)
+        }
+        stats_ = paper_tables._statistics(
+            np.array([[runs[(p, 0)][c]["nll"] for c in METHODS] for p in pairs]), METHODS, True, "ILS + TempS"
+        )
+        assert round(stats_["average_ranks"]["ILS + TempS"], 2) == 1.41
+        assert round(stats_["average_ranks"]["No LS + TempS"], 2) == 5.32
+        assert stats_["against_control"]["No LS + TempS"]["nemenyi"] is False
+        assert stats_["against_control"]["No LS + TempS"]["bonferroni-dunn"] is False
+        assert stats_["against_control"]["No LS"]["nemenyi"] is True
+
+
+class TestVectorPath:
+    def test_killed_in_the_second_pair_then_resumed_without_retraining_the_first(self, tmp_path, monkeypatch, capsys):
+        a, b = _npz(tmp_path / "a.npz", 0), _npz(tmp_path / "b.npz", 1)
+        out = tmp_path / "tables"
+        argv = ["benchmark", "paper", "--models", "mlp-2-8", "--seeds", "1", "--epochs", "4", "--output-dir", str(out)]
+        trained = []
+        real_run = pipeline.run
+
+        def counting_run(splits, **kwargs):
+            trained.append(splits.name)
+            if splits.name == "b.npz":
+                raise KeyboardInterrupt  # killed during the second pair
+            return real_run(splits, **kwargs)
+
+        monkeypatch.setattr(pipeline, "run", counting_run)
+        with pytest.raises(KeyboardInterrupt):
+            cli.main([*argv, "--datasets", f"{a},{b}"])
+        first = out / "runs" / "a" / "mlp-2-8" / "seed0" / "results.json"
+        assert trained == ["a.npz", "b.npz"] and first.exists()
+        assert not (out / "runs" / "b").exists() and not (out / "table3.md").exists()
+        stamp = os.path.getmtime(first)
+        trained.clear()
+        assert cli.main([*argv, "--datasets", a]) == 0
+        assert trained == [] and os.path.getmtime(first) == stamp  # the finished pair is read, not trained again
+        summary = json.loads((out / "table3.json").read_text())
+        assert summary["labels"] == ["mlp-2-8 / a"] and summary["columns"] == METHODS
+        results = json.loads(first.read_text())
+        assert results["engine"] == "vectorised" and results["dataset"] == "a.npz"
+        by_name = {row["model"]: row["all"] for row in results["rows"]}
+        for key, _, _, _ in paper_tables.METRICS:
+            assert summary["metrics"][key]["mean"][0] == [by_name[c][key] for c in METHODS]
+        printed = capsys.readouterr().out
+        assert "mlp-2-8 / a seed 0: kept from an earlier run" in printed and "## Cross-entropy" in printed
+        assert "| mlp-2-8 / a |" in (out / "table3.md").read_text()
+
+
+class TestCommandLine:
+    @pytest.mark.parametrize(
+        "flags, message",
+        [
+            (["--models", "alexnet"], "No pair of the paper's table 3"),
+            (["--seeds", "0"], "Invalid value for argument `--seeds`"),
+            (["--table", "distillation", "--datasets", "synthetic", "--models", "mlp", "--epochs", "2"], "vectorised"),
+        ],
+    )
+    def test_bad_input_is_one_error_line(self, tmp_path, capsys, flags, message):
+        assert cli.main(["benchmark", "paper", *flags, "--output-dir", str(tmp_path / "o")]) == 2
+        assert message in capsys.readouterr().err
+
+
+def _mock_cifar_table(tmp_path, table, *flags):
+    with tfds.testing.mock_data(num_examples=160):
+        argv = ["benchmark", "paper", "--table", table, "--datasets", "tfds:cifar10", "--seeds", "1"]
+        argv += ["--epochs", "2", "--batch-size", "16", "--validation-fraction", "0.2", *flags]
+        return cli.main([*argv, "--output-dir", str(tmp_path / "o")])
+
+
+@pytest.mark.slow  # about 5 minutes on 2 busy cores; run with -m slow
+def test_table_3_on_mock_cifar_with_lenet(tmp_path):
+    assert _mock_cifar_table(tmp_path, "3", "--models", "lenet") == 0
+    summary = json.loads((tmp_path / "o" / "table3.json").read_text())
+    assert summary["labels"] == ["lenet / cifar10"] and len(summary["metrics"]["nll"]["mean"][0]) == 12
+    assert summary["metrics"]["nll"]["paper"]["values"] == [PAPER_CROSS_ENTROPY[0]]
+    results = json.loads((tmp_path / "o" / "runs" / "cifar10" / "lenet" / "seed0" / "results.json").read_text())
+    assert results["engine"] == "keras-tuner" and results["algorithm"] == "hyperband"
+    assert os.path.isdir(tmp_path / "o" / "runs" / "cifar10" / "lenet" / "seed0" / "search" / "ils")
+
+
+@pytest.mark.slow  # about 4 minutes on 2 busy cores
+def test_distillation_on_mock_cifar_with_a_lenet_teacher_then_resumed(tmp_path, monkeypatch):
+    assert _mock_cifar_table(tmp_path, "distillation", "--models", "lenet") == 0
+    directory = tmp_path / "o" / "runs" / "cifar10" / "lenet" / "seed0"
+    students = {
+        name: json.loads((directory / "students" / f"{name}.json").read_text()) for name in ("no_ls", "ls", "ils")
+    }
+    assert {s["student"] for s in students.values()} == {"alexnet"}
+    assert students["ils"]["teacher_temperature"] == 20.0 and students["ils"]["weight"] == 0.9
+    summary = json.loads((tmp_path / "o" / "distillation.json").read_text())
+    assert summary["columns"] == ["No LS", "LS", "ILS"]
+    assert summary["metrics"]["nll"]["mean"][0] == [students[n]["scores"]["nll"] for n in ("no_ls", "ls", "ils")]
+    teachers = json.loads((directory / "teachers" / "results.json").read_text())
+    assert [row["model"] for row in teachers["rows"]][::2] == ["No LS", "LS", "ILS"]
+    # the ILS student is lost (a kill): only it trains again, from the kept teachers
+    checkpoints = lambda: {str(p): p.stat().st_mtime for p in (directory / "teachers").glob("search/*/trial_*/*.h5")}
+    trials = checkpoints()
+    os.remove(directory / "students" / "ils.json")
+    monkeypatch.setattr(pipeline, "run", lambda *a, **k: pytest.fail("the teachers were trained again"))
+    assert _mock_cifar_table(tmp_path, "distillation", "--models", "lenet") == 0
+    assert (directory / "students" / "ils.json").exists()
+    assert trials and checkpoints() == trials  # the finished searches were reloaded, no trial ran again
