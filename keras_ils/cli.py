@@ -52,6 +52,18 @@ def _methods(text):
     return methods
 
 
+_CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")  # keras_ils.experiments.pipeline.CALIBRATORS, without importing TF
+
+
+def _calibrators(text):
+    names = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
+    if not names or any(c not in _CALIBRATOR_NAMES for c in names):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated subset of {','.join(_CALIBRATOR_NAMES)}; got {text!r}"
+        )
+    return names
+
+
 def _tunable_methods(text):
     from keras_ils.experiments.pipeline import TUNABLE_METHODS
 
@@ -156,6 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="budget",
         help="for models other than the MLP on vectors (which trains the whole grid at once): 'budget' (default) "
         "is KerasTuner's Hyperband, its cost printed first; 'full' trains the paper's whole grid",
+    )
+    run.add_argument(
+        "--calibrators",
+        type=_calibrators,
+        default=("ts",),
+        help="post-hoc calibrations of every model, comma-separated from ts (temperature scaling, always on), vs "
+        "(vector scaling), ms (matrix scaling, ODIR), dir (Dirichlet calibration, ODIR); each adds its rows, e.g. "
+        "'ILS + Dir' (default: ts)",
     )
     run.add_argument(
         "--teacher-folds",
@@ -330,6 +350,7 @@ def run_command(args) -> int:
         verbose=args.verbose,
         temperature_estimator=args.temperature_fit,
         teacher_folds=args.teacher_folds,
+        calibrators=args.calibrators,
         log=print,
     )
     print(pipeline.format_table(results))
@@ -460,7 +481,8 @@ def _check_arguments(args) -> None:
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
-    """The package's warnings (a regularised temperature fit, a class scarce in validation) as one line each."""
+    """The package's warnings (a regularised temperature or calibrator fit, a class scarce in validation) as one
+    line each."""
     if category.__module__.startswith("keras_ils"):
         print(f"keras-ils: warning: {message}", file=sys.stderr)
     else:

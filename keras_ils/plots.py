@@ -1,4 +1,4 @@
-"""Reliability diagrams with their confidence histograms, saved as PNG.
+"""Reliability diagrams with their confidence histograms, and a comparison of several models, saved as PNG.
 
 Drawn on a `matplotlib.figure.Figure` of its own and saved with `savefig`:
 no pyplot, no `matplotlib.use`, so the caller's matplotlib backend and
@@ -73,5 +73,84 @@ def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15,
     bottom.set_xlim(0, 1)
     figure.tight_layout()
 
+    atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
+    return path
+
+
+def comparison(curves: dict, scores: dict, path: str, *, title: str | None = None) -> str:
+    """Writes one figure comparing models: reliability curves overlaid, and bars of NLL, ECE and cwECE.
+
+    Left panel: the models as trained; middle: the calibrated ones (names
+    with a `" + "`, e.g. `"ILS + TempS"`); each curve is top-label accuracy
+    against mean confidence over the non-empty bins of
+    `keras_ils.evaluation.top_label_bins`. Right: one group of bars per
+    score, one bar per model. The PNG is written atomically.
+
+    Args:
+        curves: `{model name: (counts, correct_sums, confidence_sums)}`, as
+            `keras_ils.evaluation.top_label_bins` returns them.
+        scores: `{model name: {"nll": ..., "ece": ..., "cwece": ...}}`.
+        path: the `.png` to write.
+        title: Defaults to none.
+
+    Returns:
+        `path`.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> rng = np.random.default_rng(0)
+    >>> p, y = rng.dirichlet([1, 1, 1], 200), rng.integers(0, 3, 200)
+    >>> curves = {"A": evaluation.top_label_bins(p, y), "A + TempS": evaluation.top_label_bins(p, y)}
+    >>> values = {"A": {"nll": 1.2, "ece": 0.1, "cwece": 0.05}, "A + TempS": {"nll": 1.1, "ece": 0.05, "cwece": 0.04}}
+    >>> path = os.path.join(tempfile.mkdtemp(), "comparison.png")
+    >>> comparison(curves, values, path) == path
+    True
+    """
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(16, 4.8))
+    trained, calibrated, bars = figure.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 1.4]})
+    colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(n.split(" + ")[0] for n in curves))}
+    for axis, calibrated_panel in ((trained, False), (calibrated, True)):
+        for name, (counts, correct_sums, confidence_sums) in curves.items():
+            if (" + " in name) != calibrated_panel:
+                continue
+            counts = np.asarray(counts)
+            kept = counts > 0
+            axis.plot(
+                np.asarray(confidence_sums)[kept] / counts[kept],
+                np.asarray(correct_sums)[kept] / counts[kept],
+                marker="o",
+                markersize=3,
+                linestyle="-" if name.endswith("TempS") or " + " not in name else ":",
+                color=colours[name.split(" + ")[0]],
+                label=name,
+            )
+        axis.plot([0, 1], [0, 1], "k--", linewidth=1)
+        axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy")
+        axis.set_title("calibrated after training" if calibrated_panel else "as trained")
+        axis.legend(fontsize=7, loc="upper left")
+    names = list(scores)
+    metrics = ("nll", "ece", "cwece")
+    width = 0.8 / max(len(names), 1)
+    for i, name in enumerate(names):
+        heights = [scores[name][metric] for metric in metrics]
+        bars.bar(
+            np.arange(len(metrics)) + i * width,
+            heights,
+            width=width,
+            color=colours[name.split(" + ")[0]],
+            hatch="//" if " + " in name else None,
+            edgecolor="white",
+            label=name,
+        )
+    bars.set_xticks(np.arange(len(metrics)) + 0.4 - width / 2, ["NLL", "ECE", "cwECE"])
+    bars.set_yscale("log")
+    bars.set_title("test scores (lower is better; hatched: calibrated)")
+    bars.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
     atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
     return path

@@ -42,3 +42,17 @@ def test_reliability_diagram_leaves_the_matplotlib_backend_alone(tmp_path):
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["svg", "svg", "svg"]
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_comparison_png(tmp_path):
+    from keras_ils import evaluation
+
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 3, 300)
+    sharp = np.eye(3)[labels] * 0.6 + rng.dirichlet([1, 1, 1], 300) * 0.4
+    curves = {name: evaluation.top_label_bins(sharp, labels) for name in ("No LS", "No LS + TempS", "ILS", "ILS + Dir")}
+    scores = {name: {"nll": 0.5, "ece": 0.05, "cwece": 0.03} for name in curves}
+    path = plots.comparison(curves, scores, str(tmp_path / "c.png"), title="t")
+    image = matplotlib.image.imread(path)
+    assert image.shape[0] == 480 and image.shape[1] == 1600  # 16 x 4.8 inches at 100 dpi
+    assert os.listdir(tmp_path) == ["c.png"]  # written atomically: no temporary file left

@@ -23,7 +23,7 @@ from keras_ils import baselines, data, distillation, evaluation, plots, tuning
 from keras_ils import metrics as _metrics
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils._files import atomic_write, staged_directory
-from keras_ils.calibration import ESTIMATORS, calibrate, estimate_temperature
+from keras_ils.calibration import ESTIMATORS, TemperatureScaling, calibrate, estimate_temperature
 from keras_ils.experiments import models, students, training
 from keras_ils.losses import ILSLoss
 from keras_ils.targets import METHOD_HYPERPARAMETERS, validate_hyperparameters
@@ -93,15 +93,23 @@ def _student_setup(method, splits, teacher_logits, train_with_teacher, hyperpara
     return baselines.BetaSmoothingLoss(alpha=alpha, a=a), splits.train, settings
 
 
-RESULT_FILES = ("results.json", "results.csv", "reliability_*.png")  # a run's result set (replaced whole on re-runs)
+# a run's result set (replaced whole on re-runs): tables, figures, and every model as `.keras`
+RESULT_FILES = ("results.json", "results.csv", "reliability_*.png", "comparison.png", "model_*.keras")
+# `run(calibrators=...)`: the post-hoc calibrations each model gets, as `keras_ils.calibrate` methods and row suffixes
+CALIBRATORS = {
+    "ts": ("temperature", "TempS"),
+    "vs": ("vector", "VS"),
+    "ms": ("matrix", "MS"),
+    "dir": ("dirichlet", "Dir"),
+}
 
 
 def _row(name, fit, hyperparameters, result):
-    """One table row; `fit` is the row's `TemperatureFit` ("+ TempS" rows) or `None` (as trained)."""
+    """One table row; `fit` is the row's calibration fit (`TemperatureFit`, `CalibratorFit`) or `None` (as trained)."""
     temperature = {"temperature": 1.0, "temperature_status": None, "validation_examples": None}
     if fit is not None:
         temperature = {
-            "temperature": fit.temperature,
+            "temperature": getattr(fit, "temperature", None),
             "temperature_status": fit.status,
             "validation_examples": fit.num_examples,
         }
@@ -120,12 +128,17 @@ class _Setup:
     seed: int
     verbose: int
     temperature_estimator: str  # keras_ils.calibration.fit_temperature's `estimator`, for every "+ TempS" row
+    calibrators: tuple = ("ts",)  # keys of CALIBRATORS: the calibrated rows each model gets
 
     @classmethod
-    def make(cls, splits, model_name, recipe, strategy, seed, verbose, temperature_estimator="map"):
+    def make(
+        cls, splits, model_name, recipe, strategy, seed, verbose, temperature_estimator="map", calibrators=("ts",)
+    ):
         """Fills in the defaults: the paper's recipe for the model and data, the current strategy."""
         if temperature_estimator not in ESTIMATORS:
             raise invalid("temperature_estimator", f"one of {ESTIMATORS}", temperature_estimator)
+        if not calibrators or any(c not in CALIBRATORS for c in calibrators):
+            raise invalid("calibrators", f"a non-empty subset of {tuple(CALIBRATORS)}", calibrators)
         return cls(
             splits,
             model_name,
@@ -135,6 +148,7 @@ class _Setup:
             seed,
             verbose,
             temperature_estimator,
+            tuple(dict.fromkeys(calibrators)),
         )
 
     def header(self, teacher_fit, **settings) -> dict:
@@ -182,6 +196,7 @@ def run(
     verbose: int = 0,
     temperature_estimator: str = "map",
     teacher_folds: int = 1,
+    calibrators=("ts",),
     directory: str | None = None,
     log=None,
 ) -> dict:
@@ -228,6 +243,12 @@ def run(
         teacher_folds: `k >= 2` makes ILS's targets from `k` cross-fitted
             teachers' out-of-fold logits (MLP on vector data only; see
             `keras_ils.experiments.students`). Defaults to `1`, the paper's.
+        calibrators: post-hoc calibrations of every model, from `CALIBRATORS`:
+            `"ts"` (temperature scaling: every model's "+ TempS" row, always
+            there), `"vs"` (vector scaling), `"ms"` (matrix scaling, ODIR) and
+            `"dir"` (Dirichlet calibration, ODIR), each fitted on validation
+            by `keras_ils.calibrate(method=...)` and applied to the model as
+            trained ("ILS + Dir"). Defaults to `("ts",)`.
         directory: the KerasTuner searches' directory. Defaults to
             `OUTPUT_DIR/search`.
         log: a function taking one line of progress (e.g. `print`), or `None`.
@@ -243,11 +264,12 @@ def run(
     integer_at_least("teacher_folds", teacher_folds, 1)
     if teacher_cache is not None and os.path.exists(teacher_cache):
         read_cache(teacher_cache)  # an unreadable file fails now, not after the teacher has trained
+    calibrators = tuple(calibrators)
     fixed = {k: v for k, v in (hyperparameters or {}).items() if v is not None}
     if not tune:
         fixed = default_hyperparameters(splits.name, **fixed)
     search_space = search_space or ("synthetic" if splits.name == "synthetic" else "paper")
-    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose, temperature_estimator)
+    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose, temperature_estimator, calibrators)
     for method in TUNABLE_METHODS:  # a bad grid or fixed value fails before anything trains
         if method in methods:
             students.candidate_grid((method,), search_space, fixed)
@@ -267,7 +289,8 @@ def run(
             "Arguments `teacher_cache` and `teacher_folds` > 1 exclude each other: the cache holds one "
             "teacher's logits."
         )
-    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
+    rows = (1 + len(methods)) * (1 + len(set(setup.calibrators) | {"ts"}))  # as trained, + TempS, + each calibrator
+    progress = keras.utils.Progbar(rows, unit_name="model", verbose=1 if verbose == 0 else 0)
     with staged_directory(output_dir, RESULT_FILES) as staging:
         report = _Report(splits, staging, progress)
         settings = dict(tuned=tune, search_space=search_space if isinstance(search_space, str) else "custom")
@@ -306,7 +329,6 @@ def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teac
     keras_methods = tuple(m for m in methods if m not in students.METHODS)
     searched = engine_methods + (("ls",) if keras_methods and "ls" not in engine_methods else ())
     (x_train, y_train), (x_val, y_val) = _arrays(splits.train), _arrays(splits.validation)
-    x_test, y_test = _arrays(splits.test)
     found = students.search_students(
         x_train,
         y_train,
@@ -328,11 +350,12 @@ def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teac
     )
     if log:
         log(f"{len(found.candidates)} models trained in {found.seconds:.1f} s (vectorised engine)")
-    test = lambda index: found.logits(x_test, index)  # noqa: E731
-    report.record_outputs("No LS", None, test(0), y_test, {})
-    report.record_outputs("No LS + TempS", found.teacher_fit, test(0) / found.teacher_fit.temperature, y_test, {})
+    teacher = found.keras_model(0)
+    report.record("No LS", None, teacher, {})
+    report.record("No LS + TempS", found.teacher_fit, _scaled(teacher, found.teacher_fit.temperature), {})
+    _record_calibrated(setup, report, "No LS", teacher, {})
     for method in engine_methods:
-        _record_engine_method(setup, report, found, method, (x_val, y_val), test, y_test)
+        _record_engine_method(setup, report, found, method, (x_val, y_val))
     for index, method in enumerate(keras_methods, start=1):
         epsilon = found.candidates[found.best("ls")][1]["epsilon"]
         loss, train_set, used = _student_setup(method, splits, None, None, {"epsilon": epsilon})
@@ -350,23 +373,45 @@ def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teac
     return header
 
 
-def _record_engine_method(setup, report, found, method, validation, test, y_test):
-    """A searched method's two rows: its best candidate as trained, and its best after temperature scaling."""
+def _record_engine_method(setup, report, found, method, validation):
+    """A searched method's rows: its best candidate as trained, its best after temperature scaling, and the
+    other calibrators' rows of the first."""
     x_val, y_val = validation
-    count = len(found.indices(method))
+    name, count = METHOD_NAMES[method], len(found.indices(method))
     for temps in (False, True):
         index = found.best(method, temps=temps)
         extra = {
             "candidates": count,
             "search_val_nll": float((found.val_nll_scaled if temps else found.val_nll)[index]),
         }
-        hyperparameters = found.candidates[index][1]
+        hyperparameters, model = found.candidates[index][1], found.keras_model(index)
         if not temps:
-            report.record_outputs(METHOD_NAMES[method], None, test(index), y_test, hyperparameters, **extra)
+            report.record(name, None, model, hyperparameters, **extra)
+            chosen = (model, hyperparameters, extra)
             continue
         fit = estimate_temperature(found.logits(x_val, index), y_val, estimator=setup.temperature_estimator)
-        scaled = test(index) / fit.temperature
-        report.record_outputs(f"{METHOD_NAMES[method]} + TempS", fit, scaled, y_test, hyperparameters, **extra)
+        report.record(f"{name} + TempS", fit, _scaled(model, fit.temperature), hyperparameters, **extra)
+    model, hyperparameters, extra = chosen
+    _record_calibrated(setup, report, name, model, hyperparameters, **extra)
+
+
+def _scaled(model, temperature):
+    """`model` followed by a fixed `TemperatureScaling(temperature)`."""
+    return keras.Sequential(
+        [keras.Input(model.input_shape[1:]), model, TemperatureScaling(temperature, trainable=False)],
+        name=f"{model.name}_temps",
+    )
+
+
+def _record_calibrated(setup, report, name, model, hyperparameters_used, **extra):
+    """The rows of `setup.calibrators` beyond temperature scaling: `model` calibrated on validation, each map."""
+    for key in setup.calibrators:
+        method, suffix = CALIBRATORS[key]
+        if method == "temperature":  # every model has its "+ TempS" row already
+            continue
+        with setup.strategy.scope():
+            calibrated, fit = calibrate(model, setup.validation, method=method, return_fit=True)
+        report.record(f"{name} + {suffix}", fit, calibrated, hyperparameters_used, **extra)
 
 
 def _run_keras(setup, report, methods, fixed, search_space, search, directory, teacher_cache, log):
@@ -495,6 +540,7 @@ def _teacher_stage(setup, report, saved_at=None):
             _save_model(teacher_scaled, saved_at)
     report.record("No LS", None, teacher, {})
     report.record("No LS + TempS", fit, teacher_scaled, {})
+    _record_calibrated(setup, report, "No LS", teacher, {})
     return teacher_scaled, fit
 
 
@@ -503,6 +549,7 @@ def _record_student(setup, report, name, student, hyperparameters_used, **extra)
     report.record(name, None, student, hyperparameters_used, **extra)
     student_scaled, fit = _calibrated(student, setup)
     report.record(f"{name} + TempS", fit, student_scaled, hyperparameters_used, **extra)
+    _record_calibrated(setup, report, name, student, hyperparameters_used, **extra)
 
 
 TUNABLE_METHODS = tuple(tuning.METHOD_HYPERPARAMETERS)  # ls, ils1, ils2, ils
@@ -715,18 +762,19 @@ class _Report:
     def __init__(self, splits, staging, progress):
         self.splits, self.staging, self.progress = splits, staging, progress
         self.test = training.evaluation_pipeline(splits.test)
-        self.rows = []
+        self.rows, self.curves = [], {}
 
     def record(self, name, fit, model, hyperparameters_used, **extra):
+        """A model's row: test scores, reliability diagram, the model saved as `.keras`, progress."""
         outputs, labels = data.predict_with_labels(model, self.test)
-        self.record_outputs(name, fit, outputs, labels, hyperparameters_used, **extra)
-
-    def record_outputs(self, name, fit, outputs, labels, hyperparameters_used, **extra):
-        """A row from a model's test logits: scores, reliability diagram, progress."""
         result = evaluation.evaluate_outputs(outputs, labels, groups=self.splits.test_groups)
         probabilities, _ = evaluation.probabilities(outputs)
-        filename = f"reliability_{name.lower().replace(' ', '_').replace('+', 'plus')}.png"
-        plots.reliability_diagram(probabilities, labels, os.path.join(self.staging, filename), title=name)
+        slug = name.lower().replace(" ", "_").replace("+", "plus")
+        plots.reliability_diagram(
+            probabilities, labels, os.path.join(self.staging, f"reliability_{slug}.png"), title=name
+        )
+        model.save(os.path.join(self.staging, f"model_{slug}.keras"))
+        self.curves[name] = evaluation.top_label_bins(probabilities, labels)
         self.rows.append({**_row(name, fit, hyperparameters_used, result), **extra})
         self.progress.add(1)
 
@@ -736,6 +784,9 @@ class _Report:
         with open(os.path.join(self.staging, "results.json"), "w") as file:
             json.dump(results, file, indent=2)
         _write_csv(self.rows, os.path.join(self.staging, "results.csv"))
+        scores = {row["model"]: {c: row["all"][c] for c in ("nll", "ece", "cwece")} for row in self.rows}
+        title = f"{header['dataset']} / {header['model']}"
+        plots.comparison(self.curves, scores, os.path.join(self.staging, "comparison.png"), title=title)
         return results
 
 
@@ -774,7 +825,8 @@ def _write_csv(rows, path):
         writer = csv.writer(file)
         writer.writerow(header)
         for row in rows:
-            values = [row["model"], row["temps"], f"{row['temperature']:.6g}", row["temperature_status"] or ""]
+            temperature = "" if row["temperature"] is None else f"{row['temperature']:.6g}"
+            values = [row["model"], row["temps"], temperature, row["temperature_status"] or ""]
             values += [row["validation_examples"] or "", json.dumps(row["hyperparameters"])]
             values += [row[g][c] for g in groups for c in (*evaluation.COLUMNS, "count")]
             writer.writerow(values)
@@ -797,7 +849,8 @@ def format_table(results: dict) -> str:
     ]
     for row in results["rows"]:
         a = row["all"]
-        line = f"{row['model']:<16}{row['temperature']:>7.3f}{row['temperature_status'] or '-':>13}"
+        temperature = "-" if row["temperature"] is None else f"{row['temperature']:.3f}"
+        line = f"{row['model']:<16}{temperature:>7}{row['temperature_status'] or '-':>13}"
         line += f"{100 * a['accuracy']:>9.2f}%"
         line += "".join(f"{100 * row[g]['accuracy']:>11.2f}%" for g in groups)
         line += f"{a['nll']:>9.4f}{a['ece']:>9.4f}{a['cwece']:>9.4f}{a['class_conditional_ece']:>13.4f}  "

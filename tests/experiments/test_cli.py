@@ -5,6 +5,7 @@ import socket
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
@@ -70,11 +71,26 @@ def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, cap
     y = (x[:, 0] + 0.5 * rng.normal(size=160) > 0).astype(int) + (x[:, 1] > 0.8)
     np.savez(tmp_path / "d.npz", x_train=x[:120], y_train=y[:120], x_test=x[120:], y_test=y[120:])
     argv = ["run", "--dataset", str(tmp_path / "d.npz"), "--model", "mlp-2-8", "--teacher-folds", "3"]
-    assert cli.main([*argv, "--methods", "ils1", "--epochs", "5", "--output-dir", str(tmp_path / "r")]) == 0
+    argv += ["--calibrators", "ts,vs", "--methods", "ils1", "--epochs", "5", "--output-dir", str(tmp_path / "r")]
+    assert cli.main(argv) == 0
     results = json.loads((tmp_path / "r" / "results.json").read_text())
     assert results["model"] == "mlp-2-8" and results["engine"] == "vectorised" and results["teacher_folds"] == 3
     assert results["folds_temperature"] > 0 and results["models_trained"] == 1 + 25
-    assert [row["candidates"] for row in results["rows"][2:]] == [25, 25]
+    names = ["No LS", "No LS + TempS", "No LS + VS", "ILS1", "ILS1 + TempS", "ILS1 + VS"]
+    assert [row["model"] for row in results["rows"]] == names
+    assert [row["candidates"] for row in results["rows"][3:]] == [25, 25, 25]
+    assert results["rows"][2]["temperature"] is None and results["rows"][2]["temperature_status"] == "fitted"
+    # every model saved; loaded without custom objects (keras_ils is imported), it gives its row's test NLL
+    from keras_ils.experiments import datasets
+
+    test_x, test_y = datasets.load(str(tmp_path / "d.npz")).test.batch(1000).get_single_element()
+    for row in results["rows"]:
+        slug = row["model"].lower().replace(" ", "_").replace("+", "plus")
+        logits = keras.saving.load_model(tmp_path / "r" / f"model_{slug}.keras").predict(test_x, verbose=0)
+        z = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+        nll = -(z - np.log(np.exp(z).sum(axis=1, keepdims=True)))[np.arange(40), test_y.numpy()].mean()
+        assert nll == pytest.approx(row["all"]["nll"], rel=1e-4), row["model"]
+    assert (tmp_path / "r" / "comparison.png").stat().st_size > 10_000
 
 
 def _run_lenet_on_mock_cifar(tmp_path, *flags):
