@@ -304,7 +304,8 @@ def run(
 
 def uses_engine(setup) -> bool:
     """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP (`mlp`, `mlp-D-W`) on
-    vectors by the Adam MLP recipe."""
+    vectors by the Adam MLP recipe. The engine runs on one device (TensorFlow's default, a GPU when there is
+    one), whatever `setup.strategy` is: its models are small and many, not large."""
     recipe = setup.recipe
     return (
         models.mlp_shape(setup.model_name) is not None
@@ -356,12 +357,10 @@ def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teac
     _record_calibrated(setup, report, "No LS", teacher, {})
     for method in engine_methods:
         _record_engine_method(setup, report, found, method, (x_val, y_val))
-    for index, method in enumerate(keras_methods, start=1):
+    for method in keras_methods:  # from the seed's initial weights, like every candidate of the search
         epsilon = found.candidates[found.best("ls")][1]["epsilon"]
         loss, train_set, used = _student_setup(method, splits, None, None, {"epsilon": epsilon})
-        _record_student(
-            setup, report, METHOD_NAMES[method], _train_model(setup, loss, train_set, setup.seed + index), used
-        )
+        _record_student(setup, report, METHOD_NAMES[method], _train_model(setup, loss, train_set, setup.seed), used)
     if teacher_cache is not None:  # the calibrated teacher's logits, kept (or checked against the file) for reuse
         compute_teacher_logits(
             found.keras_model(0), splits.train, temperature=found.teacher_fit.temperature, cache_path=teacher_cache
