@@ -56,6 +56,20 @@ def test_npz_split_and_standardisation(tmp_path):
     assert splits.num_classes == 4
 
 
+def test_a_feature_constant_in_train_is_centred_not_blown_up(tmp_path):
+    """scikit-learn's digits: edge pixels blank in every training image but lit in a test one."""
+    x_train = np.zeros((100, 3))
+    x_train[:, 0] = np.arange(100)
+    x_train[:, 1] = 5.0  # constant in train
+    x_test = np.array([[50.0, 5.0, 0.0], [50.0, 9.0, 16.0]])
+    path = _npz(tmp_path, x_train=x_train, y_train=np.arange(100) % 4, x_test=x_test, y_test=np.array([0, 1]))
+    splits = datasets.load(path)
+    train = np.stack([x for x, _ in splits.train])
+    test = np.stack([x for x, _ in splits.test])
+    np.testing.assert_allclose(train[:, 1:], 0.0)
+    np.testing.assert_allclose(test[:, 1:], [[0.0, 0.0], [4.0, 16.0]])  # only centred: x - 5 and x - 0
+
+
 def test_default_validation_share_is_20_percent(tmp_path):
     for loader in (datasets.load, datasets.load_npz, datasets.load_tfds):
         assert inspect.signature(loader).parameters["validation_fraction"].default == 0.2
