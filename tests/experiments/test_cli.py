@@ -45,7 +45,8 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
     assert [r["model"] for r in table] == names
     assert float(table[2]["ece"]) == pytest.approx(results["rows"][2]["all"]["ece"])
     pngs = sorted(p.name for p in out.glob("*.png"))
-    assert len(pngs) == 6 and "reliability_ils_plus_temps.png" in pngs
+    assert len(pngs) == 7 and "reliability_ils_plus_temps.png" in pngs and "comparison.png" in pngs
+    assert len(list(out.glob("model_*.keras"))) == 6
     assert os.path.exists(tmp_path / "cache" / "teacher.npz")
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
     printed = capsys.readouterr().out
