@@ -8,8 +8,9 @@ gives the paper's 12 columns (No LS, No LS + TempS, Dis, cLS, BS_Soft, Beta,
 LS, LS + TempS, ILS1, ILS2, ILS, ILS + TempS). `run_table("distillation", ...)`
 gives the paper's knowledge-distillation table (`tab:distil`): per pair a
 teacher of the named architecture trained with No LS, with LS and with ILS
-(the main job with `methods=("ls", "ils")`, tuned the same way), then the
-AlexNet-style student (`alexnet`) distilled from each by
+(the main job with `methods=("ls", "ils")`, tuned the same way; the teachers
+are its saved `model_no_ls.keras`, `model_ls.keras` and `model_ils.keras`), then
+the AlexNet-style student (`alexnet`) distilled from each by
 `keras_ils.distillation.DistillationCrossEntropy(weight=0.9,
 teacher_temperature=20, student_temperature=1)` on the teacher's RAW logits
 (Hinton et al.'s T = 20, as the paper's code applies it; not the calibrated
@@ -35,11 +36,12 @@ Resuming: a pair and seed whose results exist is read, not trained again
 unfinished image run the main job resumes its own KerasTuner searches (finished
 trials and the saved teacher are kept); the single models it trains outside a
 search (Dis, cLS, BS_Soft, Beta) and the MLP engine's runs (seconds) are
-trained again.
+trained again. A kept result made with other epochs, batch size or temperature
+fit than the command asks for is an error, never reused in silence.
 
 Scores are means over seeds (the paper reports the mean of two); ranks are
-taken on the unrounded means, 1 for the best, ties averaged
-(`keras_ils.experiments.ranks`). `cwECE` is the package's classwise-ECE
+taken on the means (to 12 decimals, so float noise never splits a tie), 1 for
+the best, ties averaged (`keras_ils.experiments.ranks`). `cwECE` is the package's classwise-ECE
 (Eq. 2); `paper-cwECE` is the authors' code's variant that the paper printed
 (`class_conditional_ece`), so the paper's cwECE column is set beside that one.
 """
@@ -74,7 +76,6 @@ METRICS = (
     ("class_conditional_ece", "paper-cwECE (the authors' variant the paper printed)", True, "cwece"),
 )
 TEACHER_METHODS = ("ls", "ils")  # the distillation teachers besides No LS, tuned by the main job
-TEACHER_ROWS = {"No LS": "No LS", "LS": "LS", "ILS": "ILS"}  # distillation column -> main job row of its teacher
 KD_SETTINGS = dict(weight=0.9, teacher_temperature=20.0, student_temperature=1.0)  # the paper's KD (appendix)
 STUDENT = "alexnet"
 # The paper's splits: CIFAR 45K/5K, SVHN train + extra 598K/6K; anything else the package's 20 % validation.
@@ -267,15 +268,31 @@ def run_pair_table3(pair, seed, directory, *, search, epochs, batch_size, log, *
                 verbose=options["verbose"],
                 temperature_estimator=options["temperature_estimator"],
             )
-    with open(path) as file:
-        rows = {row["model"]: row["all"] for row in json.load(file)["rows"]}
+    results = _read_json(path)
+    kept = {"epochs": results["recipe"]["epochs"], "batch_size": results["recipe"]["batch_size"]}
+    kept["temperature_estimator"] = results["temperature_estimator"]
+    _check_kept(path, kept, pair, epochs, batch_size, options["temperature_estimator"])
+    rows = {row["model"]: row["all"] for row in results["rows"]}
     return {column: rows[column] for column in COLUMNS["3"]}, trained
+
+
+def _check_kept(path, kept, pair, epochs, batch_size, temperature_estimator):
+    """A kept result made with other epochs, batch size or temperature fit than asked for is an error, not reused."""
+    recipe = _recipe(pair[1], "", epochs, batch_size)
+    asked = {"epochs": recipe.epochs, "batch_size": recipe.batch_size, "temperature_estimator": temperature_estimator}
+    different = {k: (kept.get(k), v) for k, v in asked.items() if kept.get(k) != v}
+    if different:
+        said = ", ".join(f"{k}={was!r} (asked: {now!r})" for k, (was, now) in different.items())
+        raise ValueError(f"{path} was made with {said}. Resume with the same settings, or give another --output-dir.")
 
 
 def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, log, **options):
     """One pair and seed of the distillation table. Returns `({teacher column: student scores}, trained)`."""
     paths = {column: _student_path(directory, column) for column in COLUMNS["distillation"]}
+    estimator = options["temperature_estimator"]
     if all(os.path.exists(path) for path in paths.values()):
+        for path in paths.values():
+            _check_kept(path, _read_json(path), pair, epochs, batch_size, estimator)
         return {column: _read_json(path)["scores"] for column, path in paths.items()}, False
     from keras_ils import data, evaluation
     from keras_ils.distillation import DistillationCrossEntropy
@@ -287,12 +304,10 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
         dataset, seed, data_dir=options["data_dir"], validation_fraction=options["validation_fraction"]
     )
     recipe = _recipe(model, splits.name, epochs, batch_size)
-    estimator = options["temperature_estimator"]
-    setup = pipeline._Setup.make(splits, model, recipe, None, seed, options["verbose"], estimator)
-    if pipeline.uses_engine(setup):
+    if not splits.is_image:
         raise ValueError(
-            f"The distillation table's teachers are image networks trained by KerasTuner; {model!r} on "
-            f"{splits.name} trains on the vectorised engine, which keeps no model to distil from."
+            f"The distillation table's student ({STUDENT}) is a convolutional network: it needs image data. "
+            f"Received: {dataset!r}, examples shaped {splits.input_shape}."
         )
     teachers_dir = os.path.join(directory, "teachers")
     if not os.path.exists(os.path.join(teachers_dir, "results.json")):
@@ -309,7 +324,17 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
                 verbose=options["verbose"],
                 temperature_estimator=estimator,
             )
-    teachers = _teachers(setup, os.path.join(teachers_dir, "search"), search)
+    made = _read_json(os.path.join(teachers_dir, "results.json"))
+    kept = {k: made["recipe"][k] for k in ("epochs", "batch_size")}
+    _check_kept(
+        teachers_dir,
+        {**kept, "temperature_estimator": made["temperature_estimator"]},
+        pair,
+        epochs,
+        batch_size,
+        estimator,
+    )
+    teachers = _teachers(teachers_dir)
     student_setup = pipeline._Setup.make(
         splits, STUDENT, _recipe(STUDENT, splits.name, epochs, batch_size), None, seed, options["verbose"], estimator
     )
@@ -320,31 +345,26 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
         log(f"{pair_label(pair)} seed {seed}: student {STUDENT} distilled from the {column} teacher")
         with _quiet():
             cache = os.path.join(directory, f"teacher_logits_{_file_name(column)}.npz")
-            raw = compute_teacher_logits(teachers[column], splits.train, cache_path=cache)  # raw logits: T = 1
+            raw = compute_teacher_logits(teachers[column], splits.train, cache_path=cache)  # as trained: T = 1
             train_set = data.with_teacher_targets(splits.train, raw)
             student = pipeline._train_model(student_setup, DistillationCrossEntropy(**KD_SETTINGS), train_set, seed)
             outputs, labels = data.predict_with_labels(student, test)
             scores = evaluation.evaluate_outputs(outputs, labels)["all"]
         record = {"teacher": column, "teacher_model": model, "student": STUDENT, "seed": seed, **KD_SETTINGS}
+        teacher_recipe = {"epochs": recipe.epochs, "batch_size": recipe.batch_size, "temperature_estimator": estimator}
+        record.update(teacher_recipe, student_epochs=student_setup.recipe.epochs)
         _write_json(path, {**record, "scores": _plain(scores)})
     return {column: _read_json(path)["scores"] for column, path in paths.items()}, True
 
 
-def _teachers(setup, search_directory, search):
-    """`{column: raw teacher}`: the saved No LS teacher and the best LS and ILS models of the main job's searches."""
-    from keras_ils import tuning
-    from keras_ils.experiments import pipeline
+def _teachers(teachers_dir):
+    """`{column: teacher as trained}`, loaded from the `.keras` models that the main job saved beside its results."""
+    import keras
 
-    scaled = pipeline._load_model(os.path.join(search_directory, "teacher.keras"), setup.strategy)
-    teachers = {"No LS": scaled.layers[-2]}  # the main job saves it followed by its TemperatureScaling
-    algorithm = "hyperband" if search == "budget" else "grid"
-    search_space = "synthetic" if setup.splits.name == "synthetic" else "paper"
-    with _quiet():
-        for column, method in (("LS", "ls"), ("ILS", "ils")):
-            space = pipeline._fixed_space(method, search_space, {})
-            spec = pipeline._SearchSpec(setup, space, algorithm, None, search_directory)
-            teachers[column] = tuning.best_student(pipeline._search(spec, method, scaled))  # finished: reloaded
-    return teachers
+    return {
+        column: keras.saving.load_model(os.path.join(teachers_dir, f"model_{_file_name(column)}.keras"))
+        for column in COLUMNS["distillation"]
+    }
 
 
 def _file_name(column):
@@ -393,7 +413,7 @@ def summarise(table, pairs, seeds, runs, command=None) -> dict:
     }
     for key, title, lower, paper_key in METRICS:
         per_seed = np.array([[[runs[(p, s)][c][key] for c in columns] for s in seeds] for p in pairs])
-        means = per_seed.mean(axis=1)
+        means = np.round(per_seed.mean(axis=1), 12)  # equal means summed in another order are equal, not ranked apart
         entry = {"title": title, "lower_is_better": lower, "per_seed": per_seed.tolist(), "mean": means.tolist()}
         entry.update(_statistics(means, columns, lower, control))
         if paper_key is not None and paper_key in PAPER[table]:
@@ -473,7 +493,7 @@ def format_markdown(summary: dict) -> str:
     lines += [
         f"Pairs (model / dataset): {len(summary['labels'])}; seeds {summary['seeds']} (cells are means over seeds). "
         "Each cell: value (rank in its row, 1 the best, ties averaged); the best in bold. Ranks are taken on "
-        "unrounded means. Friedman and critical differences after Demšar (2006), alpha 0.05; "
+        "means, not on the printed digits. Friedman and critical differences after Demšar (2006), alpha 0.05; "
         f"Bonferroni-Dunn against {control}.",
         "",
     ]
