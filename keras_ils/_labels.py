@@ -15,9 +15,9 @@ from keras import ops
 
 def one_hot_labels(labels, num_classes):
     """Checked class indices `labels` (`[batch]` or `[batch, 1]`) as float32 one-hot rows."""
-    labels = ops.convert_to_tensor(labels)
+    labels = labels if ops.is_tensor(labels) else np.asarray(labels)  # numpy stays numpy for the checks
     if len(labels.shape) >= 2 and labels.shape[-1] == 1:
-        labels = ops.squeeze(labels, axis=-1)
+        labels = labels[..., 0]
     labels, _ = class_indices(labels, num_classes)
     return ops.one_hot(labels, num_classes, dtype="float32")
 
@@ -28,40 +28,76 @@ def class_indices(labels, num_classes=None) -> tuple:
     Float labels are accepted when they hold whole numbers (Keras hands a loss
     its `y_true` in the loss's float dtype) and refused otherwise, never
     truncated; booleans are classes 0 and 1. The range is checked in the
-    labels' own dtype, before the cast (an int64 label of 2**32 + 1 must not
-    wrap to 1); `num_classes=None` checks whole numbers only. Eager values
-    raise `ValueError`; in a TensorFlow graph the checks are `tf.debugging`
-    assertions, returned for `tf.data` maps to depend on (see
-    `check_labels_in_range`).
+    labels' own dtype, before the cast: an int64 label of 2**32 + 1 must not
+    wrap to 1 (numpy labels are checked as numpy, before any backend tensor
+    is made of them, since JAX without x64 would make int32 of them);
+    `num_classes=None` checks whole numbers only. Where the checks run, and
+    how they fail, is `_check`'s table; in a TensorFlow graph they are
+    `tf.debugging` assertions, returned for `tf.data` maps to depend on.
     """
-    labels = ops.convert_to_tensor(labels)
+    if not ops.is_tensor(labels):  # numpy or Python values: checked as given
+        labels = np.asarray(labels)
+        if labels.dtype.kind not in "biuf":
+            raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
+    elif not keras.backend.is_float_dtype(labels.dtype) and not keras.backend.is_int_dtype(labels.dtype):
+        if keras.backend.standardize_dtype(labels.dtype) != "bool":
+            raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
     if keras.backend.standardize_dtype(labels.dtype) == "bool":
         labels = ops.cast(labels, "int32")
-    if keras.backend.is_float_dtype(labels.dtype):
-        checks = _check_whole_numbers(labels)
-    elif keras.backend.is_int_dtype(labels.dtype):
-        checks = []
-    else:
-        raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
+    checks = _check_whole_numbers(labels) if keras.backend.is_float_dtype(labels.dtype) else []
     if num_classes is not None:
         checks += check_labels_in_range(labels, num_classes)
     return ops.cast(labels, "int32"), checks
 
 
+def _in_tensorflow_graph() -> bool:
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return not tf.executing_eagerly()
+
+
+def _check(failed, raise_error, *values) -> None:
+    """Calls `raise_error(*values as numpy)`, which raises `ValueError`, where the boolean scalar `failed` holds.
+
+    The one place that decides when a value check can run (the TensorFlow
+    graph case is each check's own `tf.debugging` assertions):
+
+    | values                                            | the check                                   |
+    |---------------------------------------------------|---------------------------------------------|
+    | numpy, eager tensors (any backend; torch's        | runs now: `ValueError`                      |
+    | `fit`/`evaluate`, which Keras runs eagerly)       |                                             |
+    | a JAX trace (Keras' JAX `fit`/`evaluate`/         | runs with the step: `jax.debug.callback`    |
+    | `predict` steps, `jax.jit`)                       | under `lax.cond(failed)` raises the same    |
+    |                                                   | `ValueError`, which reaches the caller as   |
+    |                                                   | `jax.errors.JaxRuntimeError` ending in its  |
+    |                                                   | text; a step whose values pass costs one    |
+    |                                                   | reduction, no transfer to the host          |
+    """
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(failed, jax.core.Tracer):
+            jax.lax.cond(failed, lambda: jax.debug.callback(raise_error, *values), lambda: None)
+            return
+    if bool(ops.convert_to_numpy(failed)):
+        raise_error(*(np.asarray(ops.convert_to_numpy(value)) for value in values))
+
+
 def _check_whole_numbers(labels) -> list:
     message = "Invalid value for argument `labels`. Expected integer class indices; float labels must be whole numbers."
-    if keras.backend.backend() == "tensorflow":
+    if _in_tensorflow_graph():
         import tensorflow as tf
 
-        if not tf.executing_eagerly():
-            return [tf.debugging.assert_equal(labels, tf.floor(labels), message=message)]
-    try:
-        values = ops.convert_to_numpy(labels)
-    except Exception:  # a traced value on another backend: nothing to check
-        return []
-    fractional = values[values != np.floor(values)]
-    if fractional.size:
+        return [tf.debugging.assert_equal(labels, tf.floor(labels), message=message)]
+
+    def raise_error(values):
+        fractional = values[values != np.floor(values)]
         raise ValueError(f"{message} Received: labels containing {fractional.ravel()[:5].tolist()}")
+
+    xp = np if isinstance(labels, np.ndarray) else ops
+    _check(xp.any(xp.not_equal(labels, xp.floor(labels))), raise_error, labels)
     return []
 
 
@@ -73,28 +109,29 @@ def pack_teacher_targets(one_hot, teacher_logits):
 def check_labels_in_range(labels, num_classes) -> list:
     """Raises when integer `labels` fall outside `[0, num_classes)`; the one label range check.
 
-    Eager values raise `ValueError`. Inside a TensorFlow graph (`model.fit`,
-    a `tf.data` map) the check is a pair of `tf.debugging` assertions carrying
-    the same message; they are returned so that a `tf.data` map can make its
-    output depend on them (`tf.function` runs them anyway; XLA drops them,
-    so under `jit_compile` only the input pipeline's maps check). Eager: `[]`.
+    Eager values raise `ValueError`; under a JAX trace the same `ValueError`
+    is raised when the step runs (see `_check`). Inside a TensorFlow graph
+    (`model.fit`, a `tf.data` map) the check is a pair of `tf.debugging`
+    assertions carrying the same message; they are returned so that a
+    `tf.data` map can make its output depend on them (`tf.function` runs
+    them anyway; XLA drops them, so under TensorFlow's `jit_compile` only the
+    input pipeline's maps check). Otherwise: `[]`.
     """
     message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
-    if keras.backend.backend() == "tensorflow":
+    if _in_tensorflow_graph():
         import tensorflow as tf
 
-        if not tf.executing_eagerly():
-            return [
-                tf.debugging.assert_non_negative(labels, message=message),
-                tf.debugging.assert_less(labels, ops.cast(num_classes, labels.dtype), message=message),
-            ]
-    try:
-        values = ops.convert_to_numpy(labels)
-    except Exception:  # a traced value on another backend: nothing to check
-        return []
-    if values.size and (values.min() < 0 or values.max() >= num_classes):
+        return [
+            tf.debugging.assert_non_negative(labels, message=message),
+            tf.debugging.assert_less(labels, ops.cast(num_classes, labels.dtype), message=message),
+        ]
+
+    def raise_error(values):
         bad = values[(values < 0) | (values >= num_classes)]
         raise ValueError(f"{message} Received: labels containing {bad.ravel()[:5].tolist()}")
+
+    xp = np if isinstance(labels, np.ndarray) else ops
+    _check(xp.logical_or(xp.any(labels < 0), xp.any(labels >= num_classes)), raise_error, labels)
     return []
 
 
@@ -133,12 +170,12 @@ def split_teacher_targets(y_true, num_classes):
 
 def hard_labels(y_true, num_classes, y_pred_rank=None):
     """Integer true classes from any accepted `y_true` form (soft targets: their argmax)."""
-    y_true = ops.convert_to_tensor(y_true)
+    y_true = y_true if ops.is_tensor(y_true) else np.asarray(y_true)  # numpy stays numpy for the checks
     kind = y_true_kind(y_true, num_classes, y_pred_rank)
     if kind == "sparse":
         labels = y_true
         if len(labels.shape) and labels.shape[-1] == 1 and (y_pred_rank is None or len(labels.shape) == y_pred_rank):
-            labels = ops.squeeze(labels, axis=-1)
+            labels = labels[..., 0]
         labels, _ = class_indices(labels, num_classes)
         return labels
     if kind == "teacher":  # exact one-hot: an integer argmax (a float one adds -0.0 handling to every step)
@@ -171,7 +208,8 @@ PROBABILITY_TOLERANCE = 1e-2  # |row sum - 1| and the excess over [0, 1] allowed
 def check_probabilities(y_pred) -> None:
     """Refuses `y_pred` that are not probabilities: values outside [0, 1] or rows not summing to 1.
 
-    Eager values raise `ValueError`; in a TensorFlow graph the check is a
+    Eager values raise `ValueError`, and so does a JAX trace when its step
+    runs (see `_check`); in a TensorFlow graph the check is a
     `tf.debugging` assertion with the same message (XLA drops assertions).
     """
     message = (
@@ -179,25 +217,23 @@ def check_probabilities(y_pred) -> None:
         f"[0, 1] whose rows sum to 1 (within {PROBABILITY_TOLERANCE:g}). Pass `from_logits=True` for logits."
     )
     sums = ops.sum(y_pred, axis=-1)
-    if keras.backend.backend() == "tensorflow":
+    if _in_tensorflow_graph():
         import tensorflow as tf
 
-        if not tf.executing_eagerly():
-            tolerance = ops.cast(PROBABILITY_TOLERANCE, y_pred.dtype)
-            tf.debugging.assert_greater_equal(y_pred, -tolerance, message=message)
-            tf.debugging.assert_less_equal(y_pred, 1 + tolerance, message=message)
-            tf.debugging.assert_less_equal(ops.abs(sums - 1), tolerance, message=message)
-            return
-    try:
-        values, sums = ops.convert_to_numpy(y_pred), ops.convert_to_numpy(sums)
-    except Exception:  # a traced value on another backend: nothing to check
+        tolerance = ops.cast(PROBABILITY_TOLERANCE, y_pred.dtype)
+        tf.debugging.assert_greater_equal(y_pred, -tolerance, message=message)
+        tf.debugging.assert_less_equal(y_pred, 1 + tolerance, message=message)
+        tf.debugging.assert_less_equal(ops.abs(sums - 1), tolerance, message=message)
         return
-    if values.size and (
-        values.min() < -PROBABILITY_TOLERANCE
-        or values.max() > 1 + PROBABILITY_TOLERANCE
-        or abs(sums - 1).max() > PROBABILITY_TOLERANCE
-    ):
+
+    def raise_error(values, sums):
         raise ValueError(
             f"{message} Received: values in [{values.min():.4g}, {values.max():.4g}], "
             f"row sums in [{sums.min():.4g}, {sums.max():.4g}]."
         )
+
+    failed = ops.logical_or(
+        ops.logical_or(ops.any(y_pred < -PROBABILITY_TOLERANCE), ops.any(y_pred > 1 + PROBABILITY_TOLERANCE)),
+        ops.any(ops.abs(sums - 1) > PROBABILITY_TOLERANCE),
+    )
+    _check(failed, raise_error, y_pred, sums)

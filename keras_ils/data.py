@@ -10,12 +10,23 @@ Order of a training pipeline::
 
 Attaching before shuffling is what guarantees that every example keeps its
 own teacher row: the row travels inside the element from then on.
+
+Backends: the maps (`as_pairs`, `with_teacher_targets`, `with_hard_labels`)
+are TensorFlow: they run in `tf.data`, whatever `KERAS_BACKEND` is, and
+their labels are checked there by `tf.debugging` assertions. Keras reads a
+`tf.data.Dataset` under every backend (TensorFlow is a dependency of this
+package), so a JAX or torch student trains on their output too.
+`predict_with_labels` (behind `calibrate` and `evaluate`) is not TensorFlow:
+it reads arrays, `tf.data`, a `keras.utils.PyDataset` or Python generators
+on every backend.
 """
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from keras_ils import _labels
 
@@ -52,6 +63,10 @@ def as_pairs(dataset: tf.data.Dataset, image_key: str = "image", label_key: str 
 
 def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf.data.Dataset:
     """Attaches a teacher row to every example: `(x, y)` becomes `(x, teacher_targets(y, row))`.
+
+    A `tf.data` map: TensorFlow under every Keras backend (see the module
+    docstring); without `tf.data`, build the targets with
+    `keras_ils.teacher_targets(y, logits)` on arrays.
 
     Args:
         dataset: UNBATCHED `(x, y)` or tfds-dict dataset, in the order the
@@ -126,6 +141,9 @@ def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf
 def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, **keys) -> tf.data.Dataset:
     """The validation/test twin of `with_teacher_targets`: `(x, int32 label)`.
 
+    A `tf.data` map: TensorFlow under every Keras backend, its label checks
+    `tf.debugging` assertions that run in the input pipeline.
+
     The same model compiled with `ILSLoss` accepts these sparse labels, and
     its loss on them is the cross-entropy against hard labels.
 
@@ -153,9 +171,16 @@ def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, *
 def predict_with_labels(model, data, batch_size: int = 256):
     """Runs `model` over `(x, y)` data once and returns `(outputs, y)` as numpy, paired.
 
-    `data` is a `tf.data.Dataset` of batched `(x, y)` pairs (or tfds dicts),
-    or a tuple `(x, y)` of arrays. Outputs and `y` come from the same pass, so
-    a shuffling dataset can never mis-pair them.
+    Works on every Keras backend. `data` is one of:
+
+    - a tuple (or list) `(x, y)` of arrays (`model.predict` batches `x`);
+    - a `tf.data.Dataset` of `(x, y)` pairs or tfds dicts, batched or not
+      (read as numpy, so JAX and torch models read it too);
+    - a `keras.utils.PyDataset` or any other finite iterable of `(x, y)`
+      batches: a Python generator, a `torch.utils.data.DataLoader`.
+
+    A third element of a batch (sample weights) is ignored. Outputs and `y`
+    come from the same pass, so a shuffling dataset can never mis-pair them.
 
     Example:
 
@@ -165,21 +190,41 @@ def predict_with_labels(model, data, batch_size: int = 256):
     >>> outputs, labels = predict_with_labels(model, ds.batch(2))
     >>> outputs.shape, sorted(labels.tolist())
     ((5, 3), [0, 0, 1, 1, 2])
+    >>> batches = ((np.zeros((2, 2)), np.array([i, i])) for i in range(3))   # a generator
+    >>> predict_with_labels(model, batches)[1].tolist()
+    [0, 0, 1, 1, 2, 2]
     """
     if isinstance(data, (tuple, list)):
         if len(data) != 2:
             raise ValueError("Argument `data` must be (x, y) or a dataset of (x, y) batches.")
         x, y = data
-        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), np.asarray(y)
-    if not isinstance(data, tf.data.Dataset):
-        raise TypeError(f"Argument `data` must be a tf.data.Dataset or a tuple (x, y). Received: {type(data).__name__}")
-    data = as_pairs(data)
-    if len(data.element_spec[1].shape) == 0:
-        data = data.batch(batch_size)
+        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), _numpy(y)
+    if isinstance(data, tf.data.Dataset):
+        data = as_pairs(data)
+        if len(data.element_spec[1].shape) == 0:
+            data = data.batch(batch_size)
+        data = data.as_numpy_iterator()
+    elif isinstance(data, keras.utils.PyDataset) and data.num_batches is None:
+        raise ValueError("Argument `data` must be finite. Received: a PyDataset with `num_batches=None`.")
+    elif isinstance(data, (np.ndarray, str, bytes, dict)) or ops.is_tensor(data) or not hasattr(data, "__iter__"):
+        raise TypeError(
+            "Argument `data` must be a tuple (x, y), a tf.data.Dataset, a keras.utils.PyDataset or an iterable of "
+            f"(x, y) batches. Received: {type(data).__name__}"
+        )
     outputs, ys = [], []
-    for x, y in data:
-        outputs.append(np.asarray(model.predict_on_batch(x)))
-        ys.append(y.numpy())
+    for batch in data:
+        if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
+            raise ValueError(
+                "Argument `data` must yield (x, y) or (x, y, sample_weight) batches. "
+                f"Received: a batch of type {type(batch).__name__}"
+            )
+        outputs.append(np.asarray(model.predict_on_batch(batch[0])))
+        ys.append(_numpy(batch[1]))
     if not outputs:
         raise ValueError("Argument `data` is empty.")
     return np.concatenate(outputs), np.concatenate(ys)
+
+
+def _numpy(values) -> np.ndarray:
+    """Labels of any backend (or a `tf.Tensor`, a CPU `torch.Tensor`, a list) as numpy."""
+    return np.asarray(ops.convert_to_numpy(values) if ops.is_tensor(values) else values)

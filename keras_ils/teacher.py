@@ -4,6 +4,10 @@ Cached path (the default): `compute_teacher_logits` runs the calibrated
 teacher over the training set in one batched pass; `keras_ils.data.with_teacher_targets`
 attaches the rows to the examples. Every student (every tuner trial) shares them.
 
+The cached path reads its data through `tf.data` (arrays are made a
+`tf.data.Dataset`), under every Keras backend: the teacher itself is a Keras
+model of the chosen backend, fed numpy batches.
+
 Online path: `OnlineTeacher` wraps a student; the teacher runs inside each
 training step on the very batch the student sees, so augmentation applied in
 the input pipeline reaches both. It costs a teacher forward pass per step.
@@ -56,10 +60,10 @@ def _dataset_pass(dataset, batch_size, teacher=None):
     The outputs are `None` without a teacher (a cache hit only needs the fingerprint).
     """
     digest, labels, outputs = hashlib.sha256(), [], []
-    for x, y in dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE):
-        for tensor in tf.nest.flatten(x):
-            digest.update(np.ascontiguousarray(tensor.numpy()).tobytes())
-        labels.append(y.numpy())
+    for x, y in dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE).as_numpy_iterator():  # numpy: any backend
+        for array in tf.nest.flatten(x):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        labels.append(y)
         if teacher is not None:
             outputs.append(np.asarray(teacher.predict_on_batch(x)))
     if not labels:
