@@ -401,7 +401,8 @@ class TestRealData:
 
         assert cli.main(["run", "--dataset", wine, "--methods", "ils1", "--epochs", "2", "--output-dir", str(out)]) == 0
         pngs = sorted(p.name for p in out.glob("*.png"))
-        assert "reliability_ls.png" not in pngs and "reliability_ils1.png" in pngs and len(pngs) == 4
+        assert "reliability_ls.png" not in pngs and "reliability_ils1.png" in pngs and len(pngs) == 5  # + comparison
+        assert not (out / "model_ls.keras").exists() and (out / "model_ils1.keras").exists()
 
     def test_the_authors_bounded_fit_on_request(self, tmp_path, wine):
         out = tmp_path / "run"
