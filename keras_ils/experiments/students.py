@@ -185,6 +185,7 @@ def search_students(
     teacher_folds: int = 1,
     temperature_estimator: str = "map",
     teacher_logits=None,
+    pool_size: int = 64,
     jit_compile="auto",
 ) -> StudentSearch:
     """Trains the teacher and every candidate of `methods` on vector data; see the module docstring.
@@ -212,6 +213,10 @@ def search_students(
         teacher_logits: optional `[n, K]` calibrated teacher logits on the
             training set to make the targets from instead of the teacher's
             own (e.g. read from a cache); not with `teacher_folds > 1`.
+        pool_size: models trained side by side (`train_mlps`' `pool_size`;
+            finished models' slots are refilled). Defaults to `64`, which
+            trained the paper's 180 digits students fastest on 2 CPU cores
+            (about 15 % faster than all of them at once; benchmarks/RESULTS.md).
         jit_compile: `train_mlps`' `jit_compile`. Defaults to `"auto"`.
 
     Returns:
@@ -244,6 +249,7 @@ def search_students(
         patience=patience,
         hidden_layers=hidden_layers,
         units=units,
+        pool_size=pool_size,
         jit_compile=jit_compile,
     )
     train = (x_train, y_train, num_classes)
