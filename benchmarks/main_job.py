@@ -48,11 +48,11 @@ def digits_npz(path):
 
 
 def timed(argv):
-    """`(seconds, stdout)` of `python -m keras_ils.cli ARGV` in a fresh process; fails loudly."""
+    """`(seconds, stdout)` of `python -m keras_ils_cli ARGV` in a fresh process; fails loudly."""
     environment = dict(os.environ, PYTHONPATH=REPOSITORY)
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "keras_ils.cli", *argv], capture_output=True, text=True, env=environment
+        [sys.executable, "-m", "keras_ils_cli", *argv], capture_output=True, text=True, env=environment
     )
     seconds = time.perf_counter() - started
     if done.returncode:

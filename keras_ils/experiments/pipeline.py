@@ -289,8 +289,13 @@ def run(
             "Arguments `teacher_cache` and `teacher_folds` > 1 exclude each other: the cache holds one "
             "teacher's logits."
         )
-    rows = (1 + len(methods)) * (1 + len(set(setup.calibrators) | {"ts"}))  # as trained, + TempS, + each calibrator
-    progress = keras.utils.Progbar(rows, unit_name="model", verbose=1 if verbose == 0 else 0)
+    if engine:  # the engine trains every candidate in one go; BS_Soft and Beta by model.fit
+        progress = _Progress(sum(m not in students.METHODS for m in methods), verbose)
+    else:
+        algorithm = "hyperband" if search == "budget" else "grid"
+        order = _search_order(methods)
+        planned = [_planned_fits(_fixed_space(m, search_space, fixed), algorithm, setup.recipe.epochs) for m in order]
+        progress = _Progress(1 + sum(planned), verbose)
     with staged_directory(output_dir, RESULT_FILES) as staging:
         report = _Report(splits, staging, progress)
         settings = dict(tuned=tune, search_space=search_space if isinstance(search_space, str) else "custom")
@@ -330,6 +335,8 @@ def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teac
     keras_methods = tuple(m for m in methods if m not in students.METHODS)
     searched = engine_methods + (("ls",) if keras_methods and "ls" not in engine_methods else ())
     (x_train, y_train), (x_val, y_val) = _arrays(splits.train), _arrays(splits.validation)
+    if log:
+        log("Training every candidate side by side (vectorised engine)")
     found = students.search_students(
         x_train,
         y_train,
@@ -351,16 +358,21 @@ def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teac
     )
     if log:
         log(f"{len(found.candidates)} models trained in {found.seconds:.1f} s (vectorised engine)")
+    trained = {}
+    for method in keras_methods:  # from the seed's initial weights, like every candidate of the search
+        epsilon = found.candidates[found.best("ls")][1]["epsilon"]
+        loss, train_set, used = _student_setup(method, splits, None, None, {"epsilon": epsilon})
+        fits = [report.progress.fits(METHOD_NAMES[method], 1)]
+        trained[method] = _train_model(setup, loss, train_set, setup.seed, fits), used
+    report.progress.rows((1 + len(methods)) * (1 + len(set(setup.calibrators) | {"ts"})))  # as trained, TempS, maps
     teacher = found.keras_model(0)
     report.record("No LS", None, teacher, {})
     report.record("No LS + TempS", found.teacher_fit, _scaled(teacher, found.teacher_fit.temperature), {})
     _record_calibrated(setup, report, "No LS", teacher, {})
     for method in engine_methods:
         _record_engine_method(setup, report, found, method, (x_val, y_val))
-    for method in keras_methods:  # from the seed's initial weights, like every candidate of the search
-        epsilon = found.candidates[found.best("ls")][1]["epsilon"]
-        loss, train_set, used = _student_setup(method, splits, None, None, {"epsilon": epsilon})
-        _record_student(setup, report, METHOD_NAMES[method], _train_model(setup, loss, train_set, setup.seed), used)
+    for method, (student, used) in trained.items():
+        _record_student(setup, report, METHOD_NAMES[method], student, used)
     if teacher_cache is not None:  # the calibrated teacher's logits, kept (or checked against the file) for reuse
         compute_teacher_logits(
             found.keras_model(0), splits.train, temperature=found.teacher_fit.temperature, cache_path=teacher_cache
@@ -424,17 +436,15 @@ def _run_keras(setup, report, methods, fixed, search_space, search, directory, t
     )
     train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
     algorithm = "hyperband" if search == "budget" else "grid"
-    order = sorted(methods, key=lambda m: m != "ls")  # LS first: cLS and Beta take its epsilon
-    if any(m in ("cls", "beta") for m in methods) and "ls" not in methods:
-        order = ["ls"] + order
     chosen = dict(fixed)
-    for method in order:
+    for method in _search_order(methods):
         space = _fixed_space(method, search_space, fixed)
+        fits = report.progress.fits(METHOD_NAMES[method], _planned_fits(space, algorithm, setup.recipe.epochs))
         if method in TUNABLE_METHODS and _grid_size(space) > 1:
             if log:
                 log(_search_cost(method, space, algorithm, setup.recipe.epochs))
             spec = _SearchSpec(setup, space, algorithm, None, directory)
-            tuner = _search(spec, method, teacher_scaled)
+            tuner = _search(spec, method, teacher_scaled, [fits])
             best_trial = tuner.oracle.get_best_trials(1)[0]
             used = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
             found = {
@@ -448,7 +458,8 @@ def _run_keras(setup, report, methods, fixed, search_space, search, directory, t
             loss, train_set, used = _student_setup(
                 method, splits, teacher_logits, train_with_teacher, {**chosen, **values}
             )
-            found, student = {}, _train_model(setup, loss, train_set, setup.seed)
+            found, student = {}, _train_model(setup, loss, train_set, setup.seed, [fits])
+        report.progress.stage_done()
         if method == "ls":
             chosen.setdefault("epsilon", used["epsilon"])
         if method in methods:
@@ -458,6 +469,15 @@ def _run_keras(setup, report, methods, fixed, search_space, search, directory, t
         engine="keras-tuner",
         algorithm=algorithm if any(m in TUNABLE_METHODS for m in methods) else None,
     )
+
+
+def _search_order(methods) -> list:
+    """The order `run` trains `methods` in by KerasTuner: LS first (cLS and Beta take its epsilon), added if they
+    need it and it is not asked for."""
+    order = sorted(methods, key=lambda m: m != "ls")
+    if any(m in ("cls", "beta") for m in methods) and "ls" not in methods:
+        order = ["ls"] + order
+    return order
 
 
 def _fixed_space(method, search_space, fixed) -> dict:
@@ -491,20 +511,35 @@ def hyperband_epochs(max_epochs: int, factor: int = HYPERBAND_FACTOR) -> tuple[i
     >>> hyperband_epochs(9)   # brackets of 9 models (1, 3, 9 epochs), 5 (3, 9) and 3 (9): 21 + 27 + 27 epochs
     (17, 75)
     """
+    models_total = epochs_total = 0
+    for round_, size, extra_epochs in _hyperband_rounds(max_epochs, factor):
+        models_total += size if round_ == 0 else 0
+        epochs_total += size * extra_epochs
+    return models_total, epochs_total
+
+
+def _hyperband_rounds(max_epochs, factor=HYPERBAND_FACTOR):
+    """`(round, trials, extra epochs per trial)` of every round of every bracket of one Hyperband iteration."""
     brackets, epochs = 0, float(max_epochs)
     while epochs >= 1:
         epochs, brackets = epochs / factor, brackets + 1
     end_size = math.ceil(1 + math.log(max_epochs, factor))
-    models_total = epochs_total = 0
     for bracket in range(brackets):
         done = 0
         for round_ in range(bracket + 1):
             size = math.ceil(end_size / (bracket + 1) * factor ** (bracket - round_))
             target = math.ceil(max_epochs / factor ** (bracket - round_))
-            models_total += size if round_ == 0 else 0
-            epochs_total += size * (target - done)
+            yield round_, size, target - done
             done = target
-    return models_total, epochs_total
+
+
+def _planned_fits(space, algorithm, max_epochs, max_trials=None) -> int:
+    """How many `fit`s (KerasTuner trials) a search of `space` plans: the progress bar's share of it."""
+    if _grid_size(space) <= 1:
+        return 1
+    if algorithm == "hyperband":
+        return sum(size for _, size, _ in _hyperband_rounds(max_epochs))
+    return min(max_trials or _grid_size(space), _grid_size(space))
 
 
 def _search_cost(method, space, algorithm, max_epochs) -> str:
@@ -533,10 +568,12 @@ def _teacher_stage(setup, report, saved_at=None):
         teacher = _load_model(saved_at, setup.strategy).layers[-2]  # calibrate() puts it before TemperatureScaling
         teacher_scaled, fit = _calibrated(teacher, setup)
     else:
-        teacher = _train_model(setup, ILSLoss(method="none"), setup.splits.train, setup.seed)
+        fits = [report.progress.fits("No LS (teacher)", 1)]
+        teacher = _train_model(setup, ILSLoss(method="none"), setup.splits.train, setup.seed, fits)
         teacher_scaled, fit = _calibrated(teacher, setup)
         if saved_at is not None:
             _save_model(teacher_scaled, saved_at)
+    report.progress.stage_done()  # also when loaded
     report.record("No LS", None, teacher, {})
     report.record("No LS + TempS", fit, teacher_scaled, {})
     _record_calibrated(setup, report, "No LS", teacher, {})
@@ -635,12 +672,16 @@ def tune(
         _search(spec, methods[0], _wait_for(teacher_path, setup.strategy))
         return {"role": "worker", "method": methods[0], "directory": directory}
 
-    progress = keras.utils.Progbar(2 + 2 * len(methods), unit_name="model", verbose=1 if verbose == 0 else 0)
+    planned = {
+        m: _planned_fits(_fixed_space(m, search_space, {}), algorithm, setup.recipe.epochs, max_trials) for m in methods
+    }
+    progress = _Progress(1 + sum(planned.values()), verbose)
     with staged_directory(output_dir, RESULT_FILES) as staging:
         report = _Report(splits, staging, progress)
         teacher_scaled, teacher_fit = _teacher_stage(setup, report, saved_at=teacher_path)
         for method in methods:
-            tuner = _search(spec, method, teacher_scaled)
+            tuner = _search(spec, method, teacher_scaled, [progress.fits(METHOD_NAMES[method], planned[method])])
+            progress.stage_done()
             best_trial = tuner.oracle.get_best_trials(1)[0]
             chosen = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
             found = {"trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
@@ -685,7 +726,7 @@ def _check_tune_arguments(methods, search_space, algorithm):
     return role
 
 
-def _search(spec, method, teacher_scaled):
+def _search(spec, method, teacher_scaled, callbacks=()):
     """One method's KerasTuner search on the calibrated teacher's cached targets; returns the tuner."""
     setup = spec.setup
     cache = os.path.join(spec.directory, "teacher_logits.npz")
@@ -713,7 +754,7 @@ def _search(spec, method, teacher_scaled):
         distribution_strategy=setup.strategy,
     )
     recipe = setup.recipe
-    callbacks = []
+    callbacks = list(callbacks)
     if recipe.decay_at:
         callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))
     tuner.search(
@@ -755,6 +796,69 @@ def _save_model(model, path):
             os.remove(temporary)
 
 
+class _Progress:
+    """`run`'s and `tune`'s progress on stderr, in Keras' `fit` style: a line naming each stage ("ILS: 10 models,
+    about 2:10 left in all"), then Keras' `Progbar` over that stage's models, with its own ETA.
+
+    A stage counts fits (`fits`: a search's trials, one `model.fit` each; a
+    search that stops early or resumes finished trials jumps to its end) or
+    the table's rows scored (`rows`, after the vectorised engine has trained
+    everything at once). The overall estimate is the mean time per fit so far.
+    """
+
+    def __init__(self, planned_fits: int, verbose: int):
+        self.planned, self.shown, self.done, self.started = planned_fits, verbose == 0, 0, time.monotonic()
+        self.bar, self.count, self.position, self.counts_rows = None, 0, 0, False
+
+    def fits(self, name: str, count: int) -> keras.callbacks.Callback:
+        """Opens the stage of the next `count` fits of `name`; returns the callback that advances it as each ends
+        (KerasTuner deep-copies callbacks into every trial: the state lives in a closure, which deep copies share)."""
+        self._open(name, count, "model", counts_rows=False)
+
+        def end():
+            if self.position < count:
+                self.position += 1
+                self.bar.update(self.position)
+
+        return _FitEnd(end)
+
+    def rows(self, count: int):
+        """Opens the stage of scoring the table's `count` rows (`scored` advances it)."""
+        self._open("scoring the table's rows", count, "row", counts_rows=True)
+
+    def scored(self):
+        if self.counts_rows and self.position < self.count:
+            self.position += 1
+            self.bar.update(self.position)
+
+    def stage_done(self):
+        if self.position < self.count:
+            self.position = self.count
+            self.bar.update(self.count)
+
+    def _open(self, name, count, unit, counts_rows):
+        if self.bar is not None and not self.counts_rows:
+            self.done += self.count
+        left = ""
+        elapsed = time.monotonic() - self.started
+        if self.done and self.planned > self.done:
+            seconds = round(elapsed / self.done * (self.planned - self.done))
+            left = f", about {seconds // 60}:{seconds % 60:02d} left in all"
+        if self.shown:
+            print(f"{name}: {count} {unit}{'s' if count != 1 else ''}{left}")
+        self.bar = keras.utils.Progbar(count, unit_name=unit, verbose=int(self.shown))
+        self.count, self.position, self.counts_rows = count, 0, counts_rows
+
+
+class _FitEnd(keras.callbacks.Callback):
+    def __init__(self, on_end):
+        super().__init__()
+        self.on_end = on_end
+
+    def on_train_end(self, logs=None):
+        self.on_end()
+
+
 class _Report:
     """Scores models on the test set; keeps their rows and reliability diagrams in the staging directory."""
 
@@ -775,7 +879,7 @@ class _Report:
         model.save(os.path.join(self.staging, f"model_{slug}.keras"))
         self.curves[name] = evaluation.top_label_bins(probabilities, labels)
         self.rows.append({**_row(name, fit, hyperparameters_used, result), **extra})
-        self.progress.add(1)
+        self.progress.scored()
 
     def write(self, header: dict) -> dict:
         """`results.json` (header + rows) and `results.csv`; returns the results."""
@@ -802,11 +906,20 @@ def _compiled_model(setup, loss=None):
     return model
 
 
-def _train_model(setup, loss, train_set, model_seed):
+def _train_model(setup, loss, train_set, model_seed, callbacks=()):
     keras.utils.set_random_seed(model_seed)
     model = _compiled_model(setup, loss)
     validation, verbose = setup.splits.validation, setup.verbose
-    training.fit(model, train_set, validation, setup.recipe, monitor="val_nll", seed=model_seed, verbose=verbose)
+    training.fit(
+        model,
+        train_set,
+        validation,
+        setup.recipe,
+        monitor="val_nll",
+        seed=model_seed,
+        verbose=verbose,
+        callbacks=callbacks,
+    )
     return model
 
 

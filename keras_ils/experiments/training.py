@@ -188,6 +188,7 @@ def fit(
     monitor: str = "val_loss",
     seed: int = 0,
     verbose=0,
+    callbacks=(),
 ):
     """Trains a compiled `model` by `recipe`; returns the Keras `History`.
 
@@ -197,14 +198,15 @@ def fit(
     cross-entropy: `val_loss` of `ILSLoss` on sparse labels is one, except for
     `method="ls"` (label-smoothed) and the bootstrap baseline; compiling with
     `keras_ils.metrics.NegativeLogLikelihood(from_logits=True)` and monitoring
-    `"val_nll"` is right for every loss.
+    `"val_nll"` is right for every loss. `callbacks` are added to the recipe's.
     """
     callbacks = [
+        *callbacks,
         keras.callbacks.EarlyStopping(
             monitor=monitor,
             patience=recipe.patience if recipe.patience is not None else recipe.epochs,
             restore_best_weights=True,
-        )
+        ),
     ]
     if recipe.decay_at:
         callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))

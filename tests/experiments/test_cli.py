@@ -1,6 +1,7 @@
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from keras_ils import cli
+import keras_ils_cli as cli
 
 
 def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
@@ -109,7 +110,13 @@ def test_run_on_tfds_images_with_lenet_tunes_within_the_printed_hyperband_budget
     ils = results["rows"][-2]
     # KerasTuner's Hyperband for max_epochs=2, factor 3: one bracket of ceil(1 + log_3 2) = 2 models of 2 epochs
     assert ils["candidates"] == 5 and ils["trials"] == 2 and ils["hyperparameters"]["temperature"] in (1, 2, 4, 8, 16)
-    assert "ILS: Hyperband over 5 candidates, at most 2 models and 4 epochs" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert printed.out.startswith("cifar10 / lenet: teacher T*")  # the table, and only the table, on stdout
+    # on stderr: the search's cost, then each stage named with its models (Hyperband: 2 trials), and an estimate
+    assert "ILS: Hyperband over 5 candidates, at most 2 models and 4 epochs" in printed.err
+    stages = [line for line in printed.err.splitlines() if re.match(r"(No LS \(teacher\)|ILS): \d+ models?\b", line)]
+    assert stages[0] == "No LS (teacher): 1 model" and stages[-1].startswith("ILS: 2 models, about ")
+    assert "2/2" in printed.err
     assert os.path.isdir(tmp_path / "r" / "search" / "ils")  # the search is kept beside the results (resumable)
 
 
@@ -187,9 +194,59 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_help_imports_no_tensorflow():
+    probe = (
+        "import sys, keras_ils_cli\n"
+        "for argv in (['--help'], ['run', '--help'], ['tune', '--help'], ['benchmark', '--help']):\n"
+        "    try:\n"
+        "        keras_ils_cli.main(argv)\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 0, argv\n"
+        "print(sorted({'tensorflow', 'keras', 'keras_ils', 'jax', 'torch'} & set(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_parsers_method_lists_are_the_pipelines():
+    from keras_ils.experiments import pipeline
+
+    assert cli.ALL_METHODS == pipeline.ALL_METHODS and cli.TUNABLE_METHODS == pipeline.TUNABLE_METHODS
+    assert cli.CALIBRATOR_NAMES == tuple(pipeline.CALIBRATORS)
+
+
+_NATIVE_WRITES = (
+    "import os, sys, keras_ils_cli\n"
+    "with keras_ils_cli._native_stderr_hidden({hidden}):\n"
+    "    os.write(2, b'native line\\n')\n"
+    "    print('python line', file=sys.stderr)\n"
+    "os.write(2, b'native after\\n')\n"
+)
+
+
+@pytest.mark.parametrize("hidden", [True, False])
+def test_native_stderr_is_hidden_and_python_stderr_kept(hidden):
+    probe = _NATIVE_WRITES.format(hidden=hidden)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    expected = ["python line", "native after"] if hidden else ["native line", "python line", "native after"]
+    assert result.returncode == 0 and result.stderr.splitlines() == expected
+
+
+def test_a_piped_run_prints_the_table_alone_and_no_tensorflow_logging(tmp_path):
+    argv = ["run", "--epochs", "2", "--methods", "ls", "--no-tune", "--output-dir", str(tmp_path / "o")]
+    result = subprocess.run([sys.executable, "-m", "keras_ils_cli", *argv], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("synthetic / mlp: teacher T*") and lines[-1].startswith("Hyperparameters fixed")
+    assert [line.split("  ")[0] for line in lines[4:8]] == ["No LS", "No LS + TempS", "LS", "LS + TempS"]
+    assert "Results written to" in result.stderr and "Results written to" not in result.stdout
+    absl_lines = [line for line in result.stderr.splitlines() if line[:1] in "IWE" and line[1:5].isdigit()]
+    assert absl_lines == [] and "absl::InitializeLog" not in result.stderr
+
+
 def test_help_of_every_subcommand(capsys):
     result = subprocess.run(
-        [sys.executable, "-m", "keras_ils.cli", "--help"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "keras_ils_cli", "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and "usage: keras-ils" in result.stdout  # the real entry point, once
     helps = {}
@@ -301,7 +358,7 @@ def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = str(sock.getsockname()[1])
-    argv = [sys.executable, "-m", "keras_ils.cli", "tune", "--methods", "ils", "--algorithm", "random"]
+    argv = [sys.executable, "-m", "keras_ils_cli", "tune", "--methods", "ils", "--algorithm", "random"]
     argv += ["--max-trials", "4", "--epochs", "3", "--output-dir", str(tmp_path / "o")]
     oracle = {"KERASTUNER_ORACLE_IP": "127.0.0.1", "KERASTUNER_ORACLE_PORT": port}
     environment = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}

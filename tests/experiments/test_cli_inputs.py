@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_ils import cli
+import keras_ils_cli as cli
 from keras_ils.experiments import pipeline
 
 

@@ -7,7 +7,7 @@ import tensorflow_datasets as tfds
 from scipy import stats
 from test_ranks import METHODS, PAPER_CROSS_ENTROPY
 
-from keras_ils import cli
+import keras_ils_cli as cli
 from keras_ils.experiments import paper_tables, paper_values, pipeline, ranks
 
 

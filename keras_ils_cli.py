@@ -1,5 +1,9 @@
 """`keras-ils`: the whole method on a dataset from the command line.
 
+This module sits beside the `keras_ils` package, not in it, so that `--help` and argument errors answer without
+importing TensorFlow (importing `keras_ils` imports Keras, to register its objects for loading). Everything else
+is imported once the arguments are parsed.
+
     keras-ils run                                  # the paper's synthetic task, MLP, tuned (under a minute on a CPU)
     keras-ils run --dataset tfds:cifar10 --model resnet110 --strategy mirrored
     keras-ils run --dataset my_data.npz --methods ls,ils --epochs 50
@@ -17,10 +21,16 @@ line and exit code 2 before any training, and leaves no files behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
 import warnings
+
+# Checked against keras_ils.experiments.pipeline by the tests; written out here so that parsing imports no TensorFlow
+ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
+TUNABLE_METHODS = ("ls", "ils1", "ils2", "ils")
+CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")
 
 
 def _strategy(name):
@@ -40,8 +50,6 @@ def _strategy(name):
 
 
 def _methods(text):
-    from keras_ils.experiments.pipeline import ALL_METHODS
-
     if text == "all":
         return ALL_METHODS
     methods = tuple(m.strip() for m in text.split(",") if m.strip())
@@ -52,21 +60,16 @@ def _methods(text):
     return methods
 
 
-_CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")  # keras_ils.experiments.pipeline.CALIBRATORS, without importing TF
-
-
 def _calibrators(text):
     names = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
-    if not names or any(c not in _CALIBRATOR_NAMES for c in names):
+    if not names or any(c not in CALIBRATOR_NAMES for c in names):
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated subset of {','.join(_CALIBRATOR_NAMES)}; got {text!r}"
+            f"expected a comma-separated subset of {','.join(CALIBRATOR_NAMES)}; got {text!r}"
         )
     return names
 
 
 def _tunable_methods(text):
-    from keras_ils.experiments.pipeline import TUNABLE_METHODS
-
     methods = tuple(m.strip() for m in text.split(",") if m.strip())
     if not methods or any(m not in TUNABLE_METHODS for m in methods):
         expected = ",".join(TUNABLE_METHODS)
@@ -114,8 +117,17 @@ def _add_common_arguments(parser):
     parser.add_argument(
         "--strategy", choices=("default", "mirrored", "tpu"), default="default", help="tf.distribute strategy"
     )
+    _add_verbose(parser)
+
+
+def _add_verbose(parser):
     parser.add_argument(
-        "--verbose", type=int, choices=(0, 1, 2), default=0, help="Keras fit verbosity (default: 0, one progress bar)"
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=0,
+        help="0 (default): one progress bar on stderr, naming the model in training, with an ETA; 1: Keras' bar for "
+        "every epoch of every fit; 2: one line per epoch, and TensorFlow's own (C++) logging, hidden otherwise",
     )
 
 
@@ -271,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     benchmark.add_argument(
         "--output-dir", default=None, help="where results go (default: runs/benchmark-EXPERIMENT-seedN)"
     )
+    _add_verbose(benchmark)
     paper = benchmark.add_argument_group(
         "paper", "keras-ils benchmark paper: one resumable command per table (keras_ils.experiments.paper_tables)"
     )
@@ -325,7 +338,10 @@ def _load(args):
     return splits, model_name, recipe
 
 
-def run_command(args) -> int:
+_RESULT_FILES = "results.json, results.csv, comparison.png, reliability_*.png, model_*.keras"
+
+
+def run_command(args) -> str:
     from keras_ils.experiments import pipeline
 
     fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
@@ -353,12 +369,11 @@ def run_command(args) -> int:
         calibrators=args.calibrators,
         log=print,
     )
-    print(pipeline.format_table(results))
-    print(f"Results written to {output_dir}/ (results.json, results.csv, reliability_*.png)")
-    return 0
+    print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
+    return pipeline.format_table(results)
 
 
-def tune_command(args) -> int:
+def tune_command(args) -> str:
     from keras_ils import tuning
     from keras_ils.experiments import pipeline
 
@@ -387,17 +402,17 @@ def tune_command(args) -> int:
     )
     if results.get("role") == "worker":
         print(f"Worker {os.environ.get('KERASTUNER_TUNER_ID')}: no {results['method']} trials left; the chief reports.")
-        return 0
-    print(pipeline.format_table(results))
+        return ""
+    lines = [pipeline.format_table(results)]
     for row in results["rows"]:
         if "search_val_nll" in row and not row["temps"]:
             tried = row.get("trials", row.get("candidates"))
-            print(f"{row['model']}: {tried} trials, best validation NLL {row['search_val_nll']:.4f}")
-    print(f"Results written to {output_dir}/ (results.json, results.csv, reliability_*.png)")
-    return 0
+            lines.append(f"{row['model']}: {tried} trials, best validation NLL {row['search_val_nll']:.4f}")
+    print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
+    return "\n".join(lines)
 
 
-def benchmark_command(args) -> int:
+def benchmark_command(args) -> str:
     import shlex
 
     from keras_ils._files import check_writable
@@ -418,12 +433,12 @@ def benchmark_command(args) -> int:
     )
     command = args.argv or "keras-ils " + shlex.join(sys.argv[1:])
     synthetic_protocol.write_outputs(results, output_dir, command)
-    print(open(os.path.join(output_dir, "synthetic_protocol.md")).read())
     print(f"Results written to {output_dir}/ (synthetic_protocol.json, synthetic_protocol.md, best_smoothing_*.png)")
-    return 0
+    with open(os.path.join(output_dir, "synthetic_protocol.md")) as file:
+        return file.read()
 
 
-def _paper_command(args, output_dir) -> int:
+def _paper_command(args, output_dir) -> str:
     import shlex
 
     from keras_ils.experiments import paper_tables
@@ -443,10 +458,9 @@ def _paper_command(args, output_dir) -> int:
         command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
         log=print,
     )
-    print(paper_tables.format_markdown(summary))
     name = "table3" if args.table == "3" else "distillation"
     print(f"Results written to {output_dir}/ ({name}.md, {name}.json, cd_{name}_*.png, runs/)")
-    return 0
+    return paper_tables.format_markdown(summary)
 
 
 # Number flags checked after parsing (argparse's own errors print the usage too): (flag, expected, test).
@@ -489,29 +503,71 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
         print(warnings.formatwarning(message, category, filename, lineno, line), end="", file=file or sys.stderr)
 
 
+@contextlib.contextmanager
+def _native_stderr_hidden(hidden: bool):
+    """Sends what writes to file descriptor 2 directly (TensorFlow's C++ logging, which ignores
+    `TF_CPP_MIN_LOG_LEVEL` before absl's logging is initialised) to `os.devnull`; Python's `sys.stderr` (our
+    messages, warnings, tracebacks) keeps the original stream. Does nothing when `sys.stderr` is not descriptor 2
+    (e.g. captured by a test)."""
+    try:
+        native = sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        native = False
+    if not (hidden and native):
+        yield
+        return
+    python_stderr = sys.stderr
+    python_stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    sys.stderr = open(saved, "w", buffering=1, encoding=python_stderr.encoding, errors="backslashreplace")
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        sys.stderr.close()
+        sys.stderr = python_stderr
+
+
 def main(argv=None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    if args.verbose < 2:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    args.argv = None if argv is None else "keras-ils " + " ".join(argv)  # the command recorded with results
+    table = sys.stdout  # only the table goes here; progress, messages and warnings go to stderr
+    with _native_stderr_hidden(args.verbose < 2), contextlib.redirect_stdout(sys.stderr):
+        code, text = _execute(args)
+    if text:
+        print(text, file=table)
+    return code
+
+
+def _execute(args) -> tuple[int, str]:
+    """`(exit code, table)`: the command run, its errors as one `keras-ils: error:` line each."""
     import absl.logging
     import tensorflow as tf
 
-    absl.logging.set_verbosity(absl.logging.ERROR)
-    args.argv = None if argv is None else "keras-ils " + " ".join(argv)  # the command recorded with results
+    if args.verbose < 2:  # TensorFlow's Python logging too (e.g. retracing notices)
+        absl.logging.set_verbosity(absl.logging.ERROR)
+        tf.get_logger().setLevel("ERROR")
     commands = {"run": run_command, "tune": tune_command, "benchmark": benchmark_command}
     try:
         _check_arguments(args)
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
-            return commands[args.command](args)
+            return 0, commands[args.command](args)
     except (ValueError, OSError, ImportError) as error:
         print(f"keras-ils: error: {error}", file=sys.stderr)
     except tf.errors.OpError as error:
         print(f"keras-ils: error: {error.message.splitlines()[0]}", file=sys.stderr)
-    return 2
+    return 2, ""
 
 
 if __name__ == "__main__":
