@@ -197,6 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(MLP on vectors; default: 1, the paper's teacher)",
     )
     run.add_argument("--teacher-cache", default=None, help="cache file (.npz) for the teacher's logits")
+    run.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="N >= 2: the whole run for seeds --seed, --seed + 1, ... (each in OUTPUT_DIR/seedS/, its own split and "
+        "initialisation), then each row's mean ± standard deviation and a comparison.png drawing the spread "
+        "(default: 1)",
+    )
     run.add_argument("--output-dir", default=None, help="where results go (default: runs/DATASET-MODEL-seedN)")
 
     tune = commands.add_parser(
@@ -346,31 +354,45 @@ def run_command(args) -> str:
 
     fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
     pipeline.default_hyperparameters(args.dataset, **fixed)  # bad values fail before any data is read
-    splits, model_name, recipe = _load(args)
-    output_dir = args.output_dir or os.path.join(
-        "runs", f"{splits.name.replace(os.sep, '_')}-{model_name}-seed{args.seed}"
-    )
-    results = pipeline.run(
-        splits,
-        model_name=model_name,
-        methods=args.methods,
-        hyperparameters=fixed,
-        tune=not args.no_tune,
-        search=args.search,
-        search_space=args.search_space,
-        recipe=recipe,
-        output_dir=output_dir,
-        strategy=_strategy(args.strategy),
-        seed=args.seed,
-        teacher_cache=args.teacher_cache,
-        verbose=args.verbose,
-        temperature_estimator=args.temperature_fit,
-        teacher_folds=args.teacher_folds,
-        calibrators=args.calibrators,
-        log=print,
-    )
-    print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
-    return pipeline.format_table(results)
+    if args.seeds > 1 and args.teacher_cache is not None:
+        raise ValueError("--teacher-cache holds one teacher's logits; it cannot serve --seeds 2 or more.")
+    results, seeds = [], range(args.seed, args.seed + args.seeds)
+    for seed in seeds:
+        args.seed = seed
+        splits, model_name, recipe = _load(args)
+        if seed == seeds[0]:
+            output_dir = args.output_dir or os.path.join(
+                "runs", f"{splits.name.replace(os.sep, '_')}-{model_name}-seed{seed}"
+            )
+        if args.seeds > 1:
+            print(f"Seed {seed} ({seed - seeds[0] + 1}/{args.seeds})")
+        results.append(
+            pipeline.run(
+                splits,
+                model_name=model_name,
+                methods=args.methods,
+                hyperparameters=fixed,
+                tune=not args.no_tune,
+                search=args.search,
+                search_space=args.search_space,
+                recipe=recipe,
+                output_dir=output_dir if args.seeds == 1 else os.path.join(output_dir, f"seed{seed}"),
+                strategy=_strategy(args.strategy),
+                seed=seed,
+                teacher_cache=args.teacher_cache,
+                verbose=args.verbose,
+                temperature_estimator=args.temperature_fit,
+                teacher_folds=args.teacher_folds,
+                calibrators=args.calibrators,
+                log=print,
+            )
+        )
+    if args.seeds == 1:
+        print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
+        return pipeline.format_table(results[0])
+    summary = pipeline.summarise_seeds(results, output_dir)
+    print(f"Results written to {output_dir}/ (summary.json, comparison.png; seed*/: {_RESULT_FILES})")
+    return "\n\n".join([*(pipeline.format_table(r) for r in results), pipeline.format_summary(summary)])
 
 
 def tune_command(args) -> str:

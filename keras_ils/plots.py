@@ -84,12 +84,17 @@ def comparison(curves: dict, scores: dict, path: str, *, title: str | None = Non
     with a `" + "`, e.g. `"ILS + TempS"`); each curve is top-label accuracy
     against mean confidence over the non-empty bins of
     `keras_ils.evaluation.top_label_bins`. Right: one group of bars per
-    score, one bar per model. The PNG is written atomically.
+    score, one bar per model. With several runs per model (seeds), a curve
+    is the runs' pooled bins and a band spans the runs' accuracies per bin; a
+    bar is the runs' mean and its whisker their range. The PNG is written
+    atomically.
 
     Args:
         curves: `{model name: (counts, correct_sums, confidence_sums)}`, as
-            `keras_ils.evaluation.top_label_bins` returns them.
-        scores: `{model name: {"nll": ..., "ece": ..., "cwece": ...}}`.
+            `keras_ils.evaluation.top_label_bins` returns them, or a list of
+            those per model, one per run.
+        scores: `{model name: {"nll": ..., "ece": ..., "cwece": ...}}`, each
+            value a number or a list of numbers, one per run.
         path: the `.png` to write.
         title: Defaults to none.
 
@@ -109,37 +114,33 @@ def comparison(curves: dict, scores: dict, path: str, *, title: str | None = Non
     """
     from matplotlib.figure import Figure
 
+    runs = {name: _runs(value) for name, value in curves.items()}
     figure = Figure(figsize=(16, 4.8))
     trained, calibrated, bars = figure.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 1.4]})
     colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(n.split(" + ")[0] for n in curves))}
     for axis, calibrated_panel in ((trained, False), (calibrated, True)):
-        for name, (counts, correct_sums, confidence_sums) in curves.items():
+        for name, bins in runs.items():
             if (" + " in name) != calibrated_panel:
                 continue
-            counts = np.asarray(counts)
-            kept = counts > 0
-            axis.plot(
-                np.asarray(confidence_sums)[kept] / counts[kept],
-                np.asarray(correct_sums)[kept] / counts[kept],
-                marker="o",
-                markersize=3,
-                linestyle="-" if name.endswith("TempS") or " + " not in name else ":",
-                color=colours[name.split(" + ")[0]],
-                label=name,
-            )
+            _reliability_curve(axis, bins, name, colours[name.split(" + ")[0]])
         axis.plot([0, 1], [0, 1], "k--", linewidth=1)
         axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy")
         axis.set_title("calibrated after training" if calibrated_panel else "as trained")
         axis.legend(fontsize=7, loc="upper left")
+    seeds = max(len(bins) for bins in runs.values())
     names = list(scores)
     metrics = ("nll", "ece", "cwece")
     width = 0.8 / max(len(names), 1)
     for i, name in enumerate(names):
-        heights = [scores[name][metric] for metric in metrics]
+        values = np.array([np.atleast_1d(scores[name][metric]) for metric in metrics], dtype=np.float64)
+        heights = values.mean(axis=1)
+        whiskers = np.stack([heights - values.min(axis=1), values.max(axis=1) - heights]) if seeds > 1 else None
         bars.bar(
             np.arange(len(metrics)) + i * width,
             heights,
             width=width,
+            yerr=whiskers,
+            error_kw={"linewidth": 0.8},
             color=colours[name.split(" + ")[0]],
             hatch="//" if " + " in name else None,
             edgecolor="white",
@@ -150,7 +151,28 @@ def comparison(curves: dict, scores: dict, path: str, *, title: str | None = Non
     bars.set_title("test scores (lower is better; hatched: calibrated)")
     bars.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
-        figure.suptitle(title)
+        spread = f" ({seeds} seeds: pooled curves and mean scores; bands and whiskers span the seeds)"
+        figure.suptitle(title + (spread if seeds > 1 else ""))
     figure.tight_layout()
     atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
     return path
+
+
+def _runs(bins) -> list:
+    """`[(counts, correct_sums, confidence_sums), ...]`: one run's bins, or a list of runs', as float arrays."""
+    runs = bins if isinstance(bins, list) else [bins]
+    return [tuple(np.asarray(part, dtype=np.float64) for part in run) for run in runs]
+
+
+def _reliability_curve(axis, runs, name, colour):
+    """The runs' pooled reliability curve; with several runs, a band from their lowest to highest accuracy per bin
+    (over the runs with examples in that bin)."""
+    counts, correct, confidence = (np.sum(part, axis=0) for part in zip(*runs, strict=True))
+    kept = counts > 0
+    x = confidence[kept] / counts[kept]
+    style = "-" if name.endswith("TempS") or " + " not in name else ":"
+    axis.plot(x, correct[kept] / counts[kept], marker="o", markersize=3, linestyle=style, color=colour, label=name)
+    if len(runs) > 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            accuracy = np.array([run[1] / run[0] for run in runs])[:, kept]  # NaN where a run has no example
+        axis.fill_between(x, np.nanmin(accuracy, axis=0), np.nanmax(accuracy, axis=0), color=colour, alpha=0.15)

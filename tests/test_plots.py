@@ -56,3 +56,26 @@ def test_comparison_png(tmp_path):
     image = matplotlib.image.imread(path)
     assert image.shape[0] == 480 and image.shape[1] == 1600  # 16 x 4.8 inches at 100 dpi
     assert os.listdir(tmp_path) == ["c.png"]  # written atomically: no temporary file left
+
+
+def test_comparison_with_seeds_pools_the_curves_and_bands_their_range(tmp_path):
+    from matplotlib.figure import Figure
+
+    counts = [np.array([0, 4, 6]), np.array([2, 2, 6])]
+    correct = [np.array([0, 1, 6]), np.array([1, 2, 3])]
+    confidence = [np.array([0, 2.0, 5.4]), np.array([0.6, 1.2, 5.0])]
+    runs = list(zip(counts, correct, confidence, strict=True))
+    axis = Figure().subplots()
+    plots._reliability_curve(axis, plots._runs(runs), "ILS", "C0")
+    line = axis.lines[0]
+    # pooled bins: counts [2, 6, 12], correct [1, 3, 9], confidence [0.6, 3.2, 10.4]
+    np.testing.assert_allclose(line.get_xdata(), [0.3, 3.2 / 6, 10.4 / 12])
+    np.testing.assert_allclose(line.get_ydata(), [0.5, 0.5, 0.75])
+    band = axis.collections[0].get_paths()[0].vertices
+    # per-bin accuracy of the runs: bin 0 only run 2 (0.5); bin 1: 0.25 and 1.0; bin 2: 1.0 and 0.5
+    for x, low, high in ((0.3, 0.5, 0.5), (3.2 / 6, 0.25, 1.0), (10.4 / 12, 0.5, 1.0)):
+        at_x = band[np.isclose(band[:, 0], x), 1]
+        assert np.isclose(at_x.min(), low) and np.isclose(at_x.max(), high)
+    scores = {"ILS": {"nll": [0.5, 0.7], "ece": [0.02, 0.04], "cwece": [0.03, 0.01]}}
+    path = plots.comparison({"ILS": runs}, scores, str(tmp_path / "c.png"), title="t")
+    assert matplotlib.image.imread(path).shape[:2] == (480, 1600)

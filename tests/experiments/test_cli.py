@@ -194,6 +194,32 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_several_seeds_give_each_rows_mean_and_spread(tmp_path, capsys):
+    out = tmp_path / "o"
+    argv = ["run", "--seeds", "2", "--seed", "3", "--epochs", "2", "--methods", "ls", "--no-tune"]
+    assert cli.main([*argv, "--output-dir", str(out)]) == 0
+    per_seed = [json.loads((out / f"seed{s}" / "results.json").read_text()) for s in (3, 4)]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == [3, 4] and [r["seed"] for r in per_seed] == [3, 4]
+    assert [row["model"] for row in summary["rows"]] == ["No LS", "No LS + TempS", "LS", "LS + TempS"]
+    for i, row in enumerate(summary["rows"]):
+        for metric in ("accuracy", "nll", "ece", "cwece"):
+            values = np.array([r["rows"][i]["all"][metric] for r in per_seed])
+            assert row[metric]["mean"] == pytest.approx(values.mean())
+            assert row[metric]["std"] == pytest.approx(np.std(values, ddof=1))
+    assert (out / "comparison.png").exists() and (out / "seed4" / "model_ls_plus_temps.keras").exists()
+    printed = capsys.readouterr().out
+    assert "mean ± standard deviation over 2 seeds (3, 4)" in printed
+    nll = summary["rows"][2]["nll"]
+    assert f"{nll['mean']:.4f} ± {nll['std']:.4f}" in printed.splitlines()[-2]
+
+
+def test_several_seeds_cannot_share_a_teacher_cache(tmp_path, capsys):
+    argv = ["run", "--seeds", "2", "--teacher-cache", str(tmp_path / "t.npz"), "--output-dir", str(tmp_path / "o")]
+    assert cli.main(argv) == 2
+    assert "--teacher-cache holds one teacher's logits" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
 def test_help_imports_no_tensorflow():
     probe = (
         "import sys, keras_ils_cli\n"
