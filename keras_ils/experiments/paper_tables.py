@@ -205,7 +205,7 @@ def run_table(
         raise invalid("pairs", "distinct pairs with distinct folder names", pairs)
     check_writable(output_dir)
     log = log or (lambda line: None)
-    runs = {}
+    runs, trained_seconds = {}, []
     for pair in pairs:
         for seed in seeds:
             directory = run_directory(output_dir, pair, seed)
@@ -223,10 +223,25 @@ def run_table(
             scores, trained = one(pair, seed, directory, log=log, **options)
             runs[(pair, seed)] = scores
             state = f"done in {time.time() - started:.0f} s" if trained else "kept from an earlier run"
-            log(f"{pair_label(pair)} seed {seed}: {state}")
+            trained_seconds += [time.time() - started] if trained else []
+            log(f"{pair_label(pair)} seed {seed}: {state}{_left(len(runs), len(pairs) * len(seeds), trained_seconds)}")
     summary = summarise(table, pairs, seeds, runs, command=command)
     write_outputs(summary, output_dir)
     return summary
+
+
+def _left(done, total, trained_seconds) -> str:
+    """`" (3/8 runs; about 1:02:05 left)"`: the mean time of the runs trained so far times the runs left.
+
+    Example:
+
+    >>> _left(3, 8, [600.0, 640.0]), _left(8, 8, [600.0])
+    (' (3/8 runs; about 0:51:40 left)', ' (8/8 runs)')
+    """
+    if done == total or not trained_seconds:
+        return f" ({done}/{total} runs)"
+    seconds = round(sum(trained_seconds) / len(trained_seconds) * (total - done))
+    return f" ({done}/{total} runs; about {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d} left)"
 
 
 def _recipe(model, dataset_name, epochs, batch_size):
@@ -335,9 +350,7 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
         estimator,
     )
     teachers = _teachers(teachers_dir)
-    student_setup = pipeline._Setup.make(
-        splits, STUDENT, _recipe(STUDENT, splits.name, epochs, batch_size), None, seed, options["verbose"], estimator
-    )
+    student_recipe = _recipe(STUDENT, splits.name, epochs, batch_size)
     test = training.evaluation_pipeline(splits.test)
     for column, path in paths.items():
         if os.path.exists(path):
@@ -347,12 +360,13 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
             cache = os.path.join(directory, f"teacher_logits_{_file_name(column)}.npz")
             raw = compute_teacher_logits(teachers[column], splits.train, cache_path=cache)  # as trained: T = 1
             train_set = data.with_teacher_targets(splits.train, raw)
-            student = pipeline._train_model(student_setup, DistillationCrossEntropy(**KD_SETTINGS), train_set, seed)
+            loss = DistillationCrossEntropy(**KD_SETTINGS)
+            student = pipeline.train_model(splits, STUDENT, loss, train_set, recipe=student_recipe, seed=seed)
             outputs, labels = data.predict_with_labels(student, test)
             scores = evaluation.evaluate_outputs(outputs, labels)["all"]
         record = {"teacher": column, "teacher_model": model, "student": STUDENT, "seed": seed, **KD_SETTINGS}
         teacher_recipe = {"epochs": recipe.epochs, "batch_size": recipe.batch_size, "temperature_estimator": estimator}
-        record.update(teacher_recipe, student_epochs=student_setup.recipe.epochs)
+        record.update(teacher_recipe, student_epochs=student_recipe.epochs)
         _write_json(path, {**record, "scores": _plain(scores)})
     return {column: _read_json(path)["scores"] for column, path in paths.items()}, True
 

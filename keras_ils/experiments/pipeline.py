@@ -910,6 +910,27 @@ def _compiled_model(setup, loss=None):
     return model
 
 
+def train_model(splits, model_name: str, loss, train_set, *, recipe=None, seed: int = 0, strategy=None, verbose=0):
+    """One network trained as `run` trains each student: `model_name`'s recipe, early stopping on validation NLL.
+
+    Args:
+        splits: a `keras_ils.experiments.datasets.Splits` (its validation split is monitored).
+        model_name: a name for `keras_ils.experiments.models.build`.
+        loss: the Keras loss, e.g. `keras_ils.ILSLoss(method="ls", epsilon=0.1)` or
+            `keras_ils.distillation.DistillationCrossEntropy()`.
+        train_set: unbatched `(x, y)` (or `(x, (y, teacher_logits))`) training dataset matching `loss`.
+        recipe: training recipe; defaults to `training.recipe_for(model_name, splits.name)`.
+        seed: seeds the initial weights and the shuffling.
+        strategy: a `tf.distribute` strategy; defaults to the current one.
+        verbose: Keras `fit` verbosity.
+
+    Returns:
+        The compiled, trained Keras model (logits out), at its best validation epoch.
+    """
+    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose)
+    return _train_model(setup, loss, train_set, seed)
+
+
 def _train_model(setup, loss, train_set, model_seed, callbacks=()):
     keras.utils.set_random_seed(model_seed)
     model = _compiled_model(setup, loss)
