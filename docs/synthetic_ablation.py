@@ -1,0 +1,76 @@
+"""The ablation of issue 15: the synthetic protocol under each of the authors' code habits, one run per variant.
+
+Each variant is `keras_ils.experiments.synthetic_protocol.run_replicates` with
+the keywords below (everything else the package's defaults) and writes
+`docs/synthetic_ablation/<variant>/` with `write_outputs` (the table, every
+replicate's rows, Fig. 4, Table 2 and Fig. 2), plus `run.json`: the git commit
+the run used, whether the tree was clean, and when it ran.
+
+Run:  python docs/synthetic_ablation.py VARIANT [--replicates 100]
+      python docs/synthetic_ablation.py --list
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from keras_ils.experiments import synthetic_protocol  # noqa: E402
+
+VARIANTS = {
+    "package": {},
+    "batch_128": dict(batch_size=128),
+    "batch_512": dict(batch_size=512),
+    "pytorch_init": dict(init="pytorch"),
+    "independent_seeds": dict(shared_seeds=False),
+    "pytorch_init_independent_seeds": dict(init="pytorch", shared_seeds=False),
+    "authors_temperature_fit": dict(temperature_estimator="authors"),
+    "authors_teacher_grid": dict(teacher_grid="authors"),
+    "weight_decay": dict(weight_decay=1e-4),
+    "wrong_class_mass": dict(smoothing_mass="wrong_classes"),
+    "batch_mean_validation": dict(validation_loss="batch_mean"),
+    "authors": dict(preset="authors"),
+}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _git(*args):
+    return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("variant", nargs="?", choices=tuple(VARIANTS))
+    parser.add_argument("--replicates", type=int, default=100)
+    parser.add_argument("--list", action="store_true", help="print the variants and exit")
+    args = parser.parse_args(argv)
+    if args.list or args.variant is None:
+        for name, keywords in VARIANTS.items():
+            print(f"{name}: {keywords}")
+        return
+    commit, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--", "keras_ils"))
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    results = synthetic_protocol.run_replicates(args.replicates, 0, **VARIANTS[args.variant])
+    output_dir = os.path.join(HERE, "synthetic_ablation", args.variant)
+    command = "python docs/synthetic_ablation.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    synthetic_protocol.write_outputs(results, output_dir, command)
+    meta = dict(
+        variant=args.variant,
+        keywords=VARIANTS[args.variant],
+        replicates=args.replicates,
+        commit=commit,
+        keras_ils_modified=dirty,
+        started=started,
+        seconds=results["seconds"],
+    )
+    with open(os.path.join(output_dir, "run.json"), "w") as file:
+        json.dump(meta, file, indent=1)
+    print(f"{args.variant}: {results['seconds']:.0f} s, written to {output_dir}/")
+
+
+if __name__ == "__main__":
+    main()
