@@ -45,3 +45,44 @@ def plot_curves(summary: dict, path: str, teacher: str) -> str:
     axis.legend(fontsize=7)
     figure.tight_layout()
     return atomic_write(path, lambda f: figure.savefig(f, format="png", dpi=120))
+
+
+_HISTOGRAM_LABELS = dict(bayes="Bayes-optimal", no_ls="No LS", ls_temps="Standard LS + TempS")
+
+
+def plot_histograms(histograms: dict, path: str, replicates: int) -> str:
+    """Fig. 2 as a PNG: histograms of predicted probabilities on the test points, logarithmic y-axis.
+
+    (a) confidence, Bayes-optimal against No LS; (b) against LS + TempS;
+    (c) and (d) the same for the two other probabilities. Counts pool the test
+    points of every replicate. Drawn on a `matplotlib.figure.Figure` of its own;
+    written atomically.
+    """
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 7))
+    axes = figure.subplots(2, 2, sharey="row")
+    for column, model in enumerate(("no_ls", "ls_temps")):
+        for row, kind in enumerate(("confidence", "others")):
+            axis = axes[row, column]
+            for name, colour, alpha in (("bayes", "tab:gray", 0.45), (model, "tab:blue", 1.0)):
+                counts = np.asarray(histograms[f"{name}/{kind}"], np.float64)
+                edges = np.linspace(0.0, 1.0, len(counts) + 1)
+                if name == "bayes":
+                    axis.stairs(counts, edges, fill=True, color=colour, alpha=alpha, label=_HISTOGRAM_LABELS[name])
+                else:
+                    axis.stairs(counts, edges, color=colour, linewidth=1.8, label=_HISTOGRAM_LABELS[name])
+            axis.set_yscale("log")
+            what = "confidence (highest probability)" if kind == "confidence" else "the two other probabilities"
+            short = {"no_ls": "No LS", "ls_temps": "LS + TempS"}[model]
+            letter = "abcd"[2 * row + column]
+            axis.set(
+                title=f"({letter}) {what}: Bayes-optimal vs {short}",
+                xlabel="predicted probability",
+                ylabel=f"test points ({replicates} replicates pooled)" if column == 0 else None,
+            )
+            axis.title.set_fontsize(9)
+            axis.set_xlim(*((0.3, 1.0) if kind == "confidence" else (0.0, 0.55)))
+            axis.legend(fontsize=8, loc="upper left" if kind == "confidence" else "upper right")
+    figure.tight_layout()
+    return atomic_write(path, lambda f: figure.savefig(f, format="png", dpi=110))

@@ -6,7 +6,14 @@ import math
 
 import numpy as np
 
-from keras_ils.experiments.synthetic_protocol.paper import CLAIMS, HYPERPARAMETERS, PAPER, ROWS, row_key
+from keras_ils.experiments.synthetic_protocol.paper import (
+    CLAIMS,
+    HYPERPARAMETERS,
+    PAPER,
+    PAPER_DISTILLATION,
+    ROWS,
+    row_key,
+)
 from keras_ils.experiments.synthetic_protocol.scoring import CURVE_BINS, CURVE_RANGE, METRICS
 
 
@@ -40,24 +47,63 @@ def summarise(results: dict) -> dict:
         rows.append(dict(method=row[0], temps=row[1], ours=mean, paper=PAPER.get(row, {})))
     claims = []
     for name, a, b, metric in CLAIMS:
-        va = np.array([v[metric] for v in per[row_key(a)]])
-        vb = np.array([v[metric] for v in per[row_key(b)]])
-        better = va > vb if metric == "accuracy" else va < vb
-        worse = va < vb if metric == "accuracy" else va > vb
-        wins, losses = int(better.sum()), int(worse.sum())
-        claims.append(
-            dict(
-                claim=name,
-                metric=metric,
-                wins=wins,
-                losses=losses,
-                ties=len(va) - wins - losses,
-                win_rate=wins / len(va),
-                mean_difference=float(np.mean(va - vb)),
-                sign_test_p=sign_test(wins, losses),
-            )
+        va = [v[metric] for v in per[row_key(a)]]
+        vb = [v[metric] for v in per[row_key(b)]]
+        claims.append(dict(claim=name, metric=metric, **paired_comparison(va, vb, metric)))
+    out = dict(rows=rows, claims=claims, curves=best_smoothing_curves(results))
+    if results.get("distillation"):
+        out["distillation"] = summarise_distillation(results["distillation"])
+    return out
+
+
+def paired_comparison(a, b, metric: str) -> dict:
+    """`a` against `b` replicate by replicate: wins (higher accuracy, else lower), losses, ties, win rate, the mean
+    of `a - b` and the exact sign test (ties left out).
+
+    Example:
+
+    >>> c = paired_comparison([0.5, 0.4, 0.3], [0.6, 0.4, 0.2], "nll")
+    >>> c["wins"], c["losses"], c["ties"], round(c["mean_difference"], 4)
+    (1, 1, 1, 0.0)
+    """
+    va, vb = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    better = va > vb if metric.startswith("accuracy") else va < vb
+    worse = va < vb if metric.startswith("accuracy") else va > vb
+    wins, losses = int(better.sum()), int(worse.sum())
+    return dict(
+        wins=wins,
+        losses=losses,
+        ties=len(va) - wins - losses,
+        win_rate=wins / len(va),
+        mean_difference=float(np.mean(va - vb)),
+        sign_test_p=sign_test(wins, losses),
+    )
+
+
+DISTILLATION_CLAIMS = (("No LS", "Standard LS"), ("ILS", "Standard LS"), ("ILS", "No LS"))
+
+
+def summarise_distillation(distillation: dict) -> dict:
+    """Table 2: the students' mean test scores per teacher beside the paper's, and paired comparisons of teachers."""
+    rows = [
+        dict(
+            teacher=teacher,
+            ours={m: float(np.mean([v[m] for v in values])) for m in METRICS},
+            paper=PAPER_DISTILLATION.get(teacher, {}),
         )
-    return dict(rows=rows, claims=claims, curves=best_smoothing_curves(results))
+        for teacher, values in distillation.items()
+    ]
+    claims = [
+        dict(
+            claim=f"the student of {a} beats the student of {b} in {metric}",
+            metric=metric,
+            **paired_comparison([v[metric] for v in distillation[a]], [v[metric] for v in distillation[b]], metric),
+        )
+        for a, b in DISTILLATION_CLAIMS
+        if a in distillation and b in distillation
+        for metric in ("accuracy", "nll", "ece", "class_conditional_ece")
+    ]
+    return dict(rows=rows, claims=claims)
 
 
 def best_smoothing_curves(results: dict) -> dict:
