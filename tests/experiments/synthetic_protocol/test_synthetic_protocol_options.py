@@ -1,0 +1,161 @@
+"""The protocol's options (issue 15): presets, the authors' teacher grid and smoothing mass, the engine pass-through."""
+
+import numpy as np
+import pytest
+
+from keras_ils.experiments import synthetic_protocol, vectorised
+from keras_ils.experiments.synthetic_protocol import run
+
+
+def _softmax(z):
+    z = np.asarray(z, np.float64)
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class TestPresets:
+    def test_package_preset_is_the_package_defaults(self):
+        assert run.resolve_options() == dict(
+            init="keras",
+            shared_seeds=True,
+            temperature_estimator="map",
+            teacher_grid="paper",
+            batch_size=32,
+            weight_decay=0.0,
+            smoothing_mass="all_classes",
+            validation_loss="example_mean",
+        )
+
+    def test_authors_preset_holds_the_authors_code_settings(self):
+        assert run.resolve_options("authors") == dict(
+            init="pytorch",
+            shared_seeds=False,
+            temperature_estimator="authors",
+            teacher_grid="authors",
+            batch_size=128,
+            weight_decay=1e-4,
+            smoothing_mass="wrong_classes",
+            validation_loss="batch_mean",
+        )
+
+    def test_an_explicit_keyword_overrides_the_preset(self):
+        options = run.resolve_options("authors", batch_size=512, shared_seeds=True)
+        assert options["batch_size"] == 512 and options["shared_seeds"] is True and options["init"] == "pytorch"
+
+    @pytest.mark.parametrize(
+        "arguments, name",
+        [
+            (dict(preset="paper"), "preset"),
+            (dict(teacher_grid="raw"), "teacher_grid"),
+            (dict(smoothing_mass="true_class"), "smoothing_mass"),
+            (dict(validation_loss="sum"), "validation_loss"),
+            (dict(batch_size=0), "batch_size"),
+            (dict(weight_decay=-1e-4), "weight_decay"),
+            (dict(temperature_estimator="bounded"), "temperature_estimator"),
+            (dict(init="jax"), "init"),
+            (dict(shared_seeds="yes"), "shared_seeds"),
+        ],
+    )
+    def test_bad_options_fail_before_any_training(self, arguments, name):
+        with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
+            synthetic_protocol.run_replicates(log=None, **arguments)
+
+
+def test_authors_teacher_grid():
+    assert synthetic_protocol.grids(teacher_grid="authors")["temperature"] == (1.0, 2.0, 4.0, 8.0, 16.0)
+    free, taught = synthetic_protocol.model_configs(synthetic_protocol.grids(teacher_grid="authors"))
+    assert (len(free), len(taught)) == (14, 30 + 12 * 5 + 30 * 5)
+    with pytest.raises(ValueError, match="Invalid value for argument `teacher_grid`"):
+        synthetic_protocol.grids(teacher_grid="raw")
+
+
+class TestStudentTargets:
+    labels = np.array([0, 1, 2, 2])
+    raw = np.array([[2.0, 0.5, -1.0], [0.3, 1.2, 0.1], [-2.0, 1.0, 3.0], [1.5, 1.0, 0.2]])
+    teacher_t = 1.7
+
+    def test_authors_grid_divides_the_raw_logits(self):
+        calibrated = self.raw / self.teacher_t
+        hp = dict(method="ils2", epsilon=0.1, temperature=8.0)
+        y = run.student_targets(self.labels, calibrated, hp, teacher_t=self.teacher_t, teacher_grid="authors")
+        q = _softmax(self.raw / 8.0)  # the paper's T on raw logits
+        one_hot = np.eye(3)[self.labels]
+        q_t = (q * one_hot).sum(-1, keepdims=True)
+        expected = one_hot * 0.9 + 0.1 * q * (1 - one_hot) / (1 - q_t)
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+    def test_paper_grid_divides_the_calibrated_logits(self):
+        calibrated = self.raw / self.teacher_t
+        hp = dict(method="ils2", epsilon=0.1, temperature=4.0)
+        y = run.student_targets(self.labels, calibrated, hp, teacher_t=self.teacher_t)
+        q = _softmax(calibrated / 4.0)
+        one_hot = np.eye(3)[self.labels]
+        expected = one_hot * 0.9 + 0.1 * q * (1 - one_hot) / (1 - (q * one_hot).sum(-1, keepdims=True))
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+    @pytest.mark.parametrize("mass", ["all_classes", "wrong_classes"])
+    def test_ils1_smoothing_mass(self, mass):
+        calibrated = self.raw / self.teacher_t
+        hp = dict(method="ils1", p1=0.8, p2=2.0)
+        y = run.student_targets(self.labels, calibrated, hp, smoothing_mass=mass)
+        one_hot = np.eye(3)[self.labels]
+        p_t = (_softmax(calibrated) * one_hot).sum(-1, keepdims=True)
+        eps = np.minimum(0.2, 2.0 * (p_t - 0.8) ** 2)
+        if mass == "all_classes":  # the paper's Eq. 3: eps / K on every class
+            expected = one_hot * (1 - eps) + eps / 3
+        else:  # the authors' code: 1 - eps on the true class, eps / (K - 1) on each wrong one
+            expected = one_hot * (1 - eps) + (1 - one_hot) * eps / 2
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(y.sum(-1), 1.0, rtol=1e-6)
+
+    def test_wrong_class_mass_leaves_ls_and_ils_alone(self):
+        calibrated = self.raw / self.teacher_t
+        for hp in (dict(method="ls", epsilon=0.1), dict(method="ils", p1=0.8, p2=2.0, temperature=2.0)):
+            a = run.student_targets(self.labels, calibrated, hp, smoothing_mass="wrong_classes")
+            b = run.student_targets(self.labels, calibrated, hp)
+            np.testing.assert_array_equal(a, b)
+        ls = run.student_targets(self.labels, calibrated, dict(method="ls", epsilon=0.3))
+        np.testing.assert_allclose(ls, np.eye(3)[self.labels] * 0.7 + 0.1, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "weight_decay, validation_loss, expected",
+    [
+        (0.0, "example_mean", {}),
+        (1e-4, "batch_mean", dict(weight_decay=1e-4, validation_loss="batch_mean")),
+    ],
+)
+def test_train_passes_the_engine_options(monkeypatch, weight_decay, validation_loss, expected):
+    calls = []
+    monkeypatch.setattr(vectorised, "train_mlps", lambda *a, **k: calls.append(k))
+    data = run._datasets(1, 0, 5)
+    run.train(
+        data,
+        [0, 0],
+        np.zeros((2, 150, 3), np.float32),
+        [3, 4],
+        init="keras",
+        epochs=7,
+        pool_size=8,
+        batch_size=128,
+        weight_decay=weight_decay,
+        validation_loss=validation_loss,
+    )
+    (keywords,) = calls
+    engine = {k: v for k, v in keywords.items() if k in ("weight_decay", "validation_loss")}
+    assert engine == expected
+    assert keywords["batch_size"] == 128 and keywords["epochs"] == 7 and list(keywords["seeds"]) == [3, 4]
+
+
+def test_a_quick_run_records_its_options_table2_and_fig2():
+    results = synthetic_protocol.run_replicates(
+        2, quick=True, n_test=40, epochs=3, batch_size=64, teacher_grid="authors", log=None
+    )
+    assert results["batch_size"] == 64 and results["teacher_grid"] == "authors" and results["preset"] == "package"
+    assert set(results["distillation"]) == {"Bayes-Optimal", "No LS", "Standard LS", "ILS"}
+    assert all(len(v) == 2 for v in results["distillation"].values())
+    # every replicate's 120 test points, once for the confidence and twice for the other two probabilities
+    assert sum(results["histograms"]["no_ls/confidence"]) == 2 * 120
+    assert sum(results["histograms"]["ls_temps/others"]) == 2 * 2 * 120
+    # 2 replicates x (No LS, 3 LS, LS-0.2; 2 ILS1, 6 ILS2, 4 ILS; 4 students)
+    assert results["models_trained"] == 2 * (5 + 12 + 4)
