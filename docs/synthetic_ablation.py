@@ -7,6 +7,8 @@ replicate's rows, Fig. 4, Table 2 and Fig. 2), plus `run.json`: the git commit
 the run used, whether the tree was clean, and when it ran.
 
 Run:  python docs/synthetic_ablation.py VARIANT [--replicates 100]
+      python docs/synthetic_ablation.py --table      # docs/synthetic_ablation/ablation.md from the runs there
+      python docs/synthetic_ablation.py --rewrite VARIANT   # its outputs again from its JSON (report code changed)
       python docs/synthetic_ablation.py --list
 """
 
@@ -47,13 +49,27 @@ def main(argv=None):
     parser.add_argument("variant", nargs="?", choices=tuple(VARIANTS))
     parser.add_argument("--replicates", type=int, default=100)
     parser.add_argument("--list", action="store_true", help="print the variants and exit")
+    parser.add_argument("--table", action="store_true", help="write ablation.md from the runs present")
+    parser.add_argument("--rewrite", action="store_true", help="rewrite VARIANT's outputs from its JSON")
     args = parser.parse_args(argv)
+    if args.table:
+        return write_table()
+    if args.rewrite:
+        directory = os.path.join(HERE, "synthetic_ablation", args.variant)
+        with open(os.path.join(directory, "synthetic_protocol.json")) as file:
+            document = json.load(file)
+        with open(os.path.join(directory, "run.json")) as file:
+            meta = file.read()
+        synthetic_protocol.write_outputs(document["results"], directory, document["command"])
+        with open(os.path.join(directory, "run.json"), "w") as file:
+            file.write(meta)
+        return None
     if args.list or args.variant is None:
         for name, keywords in VARIANTS.items():
             print(f"{name}: {keywords}")
         return
     commit, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--", "keras_ils"))
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     results = synthetic_protocol.run_replicates(args.replicates, 0, **VARIANTS[args.variant])
     output_dir = os.path.join(HERE, "synthetic_ablation", args.variant)
     command = "python docs/synthetic_ablation.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -70,6 +86,25 @@ def main(argv=None):
     with open(os.path.join(output_dir, "run.json"), "w") as file:
         json.dump(meta, file, indent=1)
     print(f"{args.variant}: {results['seconds']:.0f} s, written to {output_dir}/")
+
+
+def write_table():
+    """`docs/synthetic_ablation/ablation.md`: every variant present, in `VARIANTS`' order."""
+    from keras_ils.experiments.synthetic_protocol import ablation
+
+    runs = {}
+    for name in VARIANTS:
+        directory = os.path.join(HERE, "synthetic_ablation", name)
+        if not os.path.exists(os.path.join(directory, "run.json")):
+            continue
+        with open(os.path.join(directory, "synthetic_protocol.json")) as file:
+            results = json.load(file)["results"]
+        with open(os.path.join(directory, "run.json")) as file:
+            runs[name] = dict(results=results, meta=json.load(file))
+    text = ablation.table(runs)
+    with open(os.path.join(HERE, "synthetic_ablation", "ablation.md"), "w") as file:
+        file.write(text)
+    print(text)
 
 
 if __name__ == "__main__":
