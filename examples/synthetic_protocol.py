@@ -15,7 +15,12 @@ Outputs in `--output-dir`: `synthetic_protocol.md` (the tables),
 best LS smoothing factor per bin of the teacher's true-class probability, the
 tuned ILS1 curve over it). The same as `keras-ils benchmark synthetic`.
 
+The authors' code's habits are options (`--preset authors` takes them all; see
+`keras_ils.experiments.synthetic_protocol.run_replicates`); the outputs also hold
+Table 1, Table 2 (self-distillation) and Fig. 2 (`prediction_histograms.png`).
+
 Run:  python examples/synthetic_protocol.py [--replicates 100] [--seed 0] [--output-dir DIR] [--quick]
+                                            [--preset authors] [--batch-size 128] [--weight-decay 1e-4] ...
 """
 
 import argparse
@@ -37,13 +42,34 @@ def main(argv=None):
     parser.add_argument(
         "--temperature-fit",
         choices=("map", "mle", "authors"),
-        default="map",
-        help="every model's temperature fit (keras_ils.calibration.fit_temperature's estimator; default: map)",
+        help="every model's temperature fit (keras_ils.calibration.fit_temperature's estimator; default: the "
+        "preset's, map for the package's)",
     )
+    parser.add_argument("--preset", choices=tuple(synthetic_protocol.PRESETS), default="package")
+    parser.add_argument("--init", choices=("keras", "pytorch"), help="initialisation (default: the preset's)")
+    parser.add_argument(
+        "--independent-seeds", action="store_const", const=False, dest="shared_seeds", help="one seed per model"
+    )
+    parser.add_argument("--teacher-grid", choices=("paper", "authors"), help="ILS teacher temperatures")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--weight-decay", type=float, help="coupled (L2) weight decay")
+    parser.add_argument("--smoothing-mass", choices=("all_classes", "wrong_classes"), help="ILS1's mass")
+    parser.add_argument("--validation-loss", choices=("example_mean", "batch_mean"), help="early stopping's loss")
     args = parser.parse_args(argv)
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
     results = synthetic_protocol.run_replicates(
-        args.replicates, args.seed, temperature_estimator=args.temperature_fit, **settings
+        args.replicates,
+        args.seed,
+        preset=args.preset,
+        init=args.init,
+        shared_seeds=args.shared_seeds,
+        temperature_estimator=args.temperature_fit,
+        teacher_grid=args.teacher_grid,
+        batch_size=args.batch_size,
+        weight_decay=args.weight_decay,
+        smoothing_mass=args.smoothing_mass,
+        validation_loss=args.validation_loss,
+        **settings,
     )
     command = "python examples/synthetic_protocol.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     summary = synthetic_protocol.write_outputs(results, args.output_dir, command)

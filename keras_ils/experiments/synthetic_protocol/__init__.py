@@ -26,6 +26,14 @@ train/validation/test seeds as `keras_ils.experiments.datasets.load_synthetic`: 
    against hard labels; so the chosen hyperparameters may differ.
 6. Table 1's extra rows: LS with `epsilon` selected on the dense-only or the
    sparse-only part of the validation set.
+7. Table 2 (self-distillation): a student of the same MLP on the training-set
+   probabilities (T = 1) of the Bayes-optimal model and of the chosen No LS,
+   LS and ILS models; Fig. 2's histograms of predicted probabilities.
+
+`run_replicates(preset="authors")` (`PRESETS`) swaps the package's settings for
+the habits of the authors' public code, each also a keyword of its own
+(`init`, `shared_seeds`, `temperature_estimator`, `teacher_grid`,
+`batch_size`, `weight_decay`, `smoothing_mass`, `validation_loss`).
 
 Test metrics are the package's (`keras_ils.evaluation.scores`, through `scoring.scores`): `cwece` is
 Eq. 2 of the paper (Kull et al.'s classwise-ECE); `class_conditional_ece` is
@@ -34,17 +42,19 @@ the authors' code's quantity that the paper's cwECE column actually prints
 
 | module       | what it holds                                                                   |
 |--------------|---------------------------------------------------------------------------------|
-| `run`        | the grids and `run_replicates`: datasets, the two training stages               |
+| `run`        | the grids, presets and `run_replicates`: datasets, the training stages          |
+| `extras`     | Table 2's teachers and students, Fig. 2's counts                                |
+| `ablation`   | several runs side by side against the paper's No LS and LS rows                 |
 | `paper`      | the paper's numbers as data: `ROWS`, `PAPER`, `CLAIMS`                          |
 | `scoring`    | one replicate: each row's model chosen on validation, test scores, Fig. 4 sums  |
 | `statistics` | `summarise`: means per row, win rates with `sign_test`, `best_smoothing_curves` |
-| `report`     | `markdown` and `write_outputs` (the JSON, the markdown, the figures)            |
-| `figures`    | Fig. 4 as PNGs                                                                  |
+| `report`     | `markdown` (appendix table, Tables 1 and 2) and `write_outputs`                 |
+| `figures`    | Fig. 4 and Fig. 2 as PNGs                                                       |
 """
 
-from keras_ils.experiments.synthetic_protocol.paper import CLAIMS, PAPER, ROWS
+from keras_ils.experiments.synthetic_protocol.paper import CLAIMS, PAPER, PAPER_DISTILLATION, ROWS, TABLE1_ROWS
 from keras_ils.experiments.synthetic_protocol.report import markdown, write_outputs
-from keras_ils.experiments.synthetic_protocol.run import grids, model_configs, run_replicates
+from keras_ils.experiments.synthetic_protocol.run import PRESETS, grids, model_configs, resolve_options, run_replicates
 from keras_ils.experiments.synthetic_protocol.scoring import METRICS
 from keras_ils.experiments.synthetic_protocol.statistics import best_smoothing_curves, sign_test, summarise
 
@@ -52,11 +62,15 @@ __all__ = [
     "CLAIMS",
     "METRICS",
     "PAPER",
+    "PAPER_DISTILLATION",
+    "PRESETS",
     "ROWS",
+    "TABLE1_ROWS",
     "best_smoothing_curves",
     "grids",
     "markdown",
     "model_configs",
+    "resolve_options",
     "run_replicates",
     "sign_test",
     "summarise",
