@@ -36,6 +36,7 @@ VARIANTS = {
     "wrong_class_mass": dict(smoothing_mass="wrong_classes"),
     "batch_mean_validation": dict(validation_loss="batch_mean"),
     "authors": dict(preset="authors"),
+    "authors_without_engine_options": dict(preset="authors", weight_decay=0.0, validation_loss="example_mean"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 
