@@ -39,6 +39,12 @@ VARIANTS = {
     "authors_without_engine_options": dict(preset="authors", weight_decay=0.0, validation_loss="example_mean"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Earlier full runs (docs/synthetic_experiments.md "Runs", committed in 1128aa6; the maximum-likelihood temperature fit,
+# which moves only the TempS rows and, through the teacher's T*, the ILS rows) shown beside the new ones.
+EARLIER = {
+    "pytorch_init (earlier run, mle fit)": ("synthetic_protocol_pytorch_init", "1128aa6"),
+    "independent_seeds (earlier run, mle fit)": ("synthetic_protocol_independent_seeds", "1128aa6"),
+}
 
 
 def _git(*args):
@@ -102,6 +108,9 @@ def write_table():
             results = json.load(file)["results"]
         with open(os.path.join(directory, "run.json")) as file:
             runs[name] = dict(results=results, meta=json.load(file))
+    for name, (directory, commit) in EARLIER.items():
+        with open(os.path.join(HERE, directory, "synthetic_protocol.json")) as file:
+            runs[name] = dict(results=json.load(file)["results"], meta=dict(commit=commit))
     text = ablation.table(runs)
     with open(os.path.join(HERE, "synthetic_ablation", "ablation.md"), "w") as file:
         file.write(text)
