@@ -78,7 +78,7 @@ def main(argv=None):
         for name, keywords in VARIANTS.items():
             print(f"{name}: {keywords}")
         return
-    commit, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--", "keras_ils"))
+    commit, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--", ":/keras_ils"))
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     results = synthetic_protocol.run_replicates(args.replicates, 0, **VARIANTS[args.variant])
     output_dir = os.path.join(HERE, "synthetic_ablation", args.variant)
