@@ -263,7 +263,16 @@ def whole_epoch_xla() -> bool:
     return not _tensorflow_runs_onednn(_cpu_flags(), os.environ, sys.platform)
 
 
-def _epoch_function(n_train, batch_size, learning_rate, jit_compile):
+def _batch_mean_weights(n_val, batch_size):
+    """Per-point weights `[n_val]` that make a weighted sum the mean of per-batch means over batches of `batch_size`."""
+    n_val = tf.cast(n_val, tf.int32)
+    batch = tf.range(n_val) // batch_size
+    num_batches = (n_val + batch_size - 1) // batch_size
+    size = tf.minimum(batch_size, n_val - batch * batch_size)
+    return 1.0 / tf.cast(num_batches * size, tf.float32)
+
+
+def _epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean"):
     """One epoch of every slot: the mini-batch steps, then validation, best-weights and patience bookkeeping.
 
     Slots that hold no model, or a finished one, keep computing (their
@@ -272,8 +281,12 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile):
     (oneDNN's batched matrix products, where TensorFlow uses oneDNN) and the
     elementwise Adam update and the bookkeeping are XLA-fused;
     `jit_compile=True` compiles the whole epoch with XLA.
+    `weight_decay` adds `weight_decay * w` to every gradient before Adam
+    (coupled L2, as `torch.optim.Adam(weight_decay=...)`);
+    `validation_loss="batch_mean"` averages per-batch means over validation
+    batches of `batch_size` instead of all points at once.
     """
-    key = (n_train, batch_size, float(learning_rate), bool(jit_compile))
+    key = (n_train, batch_size, float(learning_rate), bool(jit_compile), float(weight_decay), validation_loss)
     if key in _EPOCH_FUNCTIONS:
         return _EPOCH_FUNCTIONS[key]
     full_batches, last_batch = divmod(n_train, batch_size)
@@ -287,6 +300,8 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile):
             per_model = -tf.reduce_mean(tf.reduce_sum(t_batch * tf.nn.log_softmax(logits), axis=-1), axis=-1)
             loss = tf.reduce_sum(per_model)
         grads = tape.gradient(loss, flat)
+        if weight_decay:
+            grads = [g + weight_decay * w for g, w in zip(grads, flat, strict=True)]
         steps = steps + 1.0
         flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
         return flat, moments, velocities, steps
@@ -297,19 +312,22 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile):
             rows = tf.slice(order, [0, batch * batch_size], [-1, batch_size])
             return (batch + 1, *step(flat, moments, velocities, steps, x, targets, rows))
 
-        _, flat, moments, velocities, steps = tf.while_loop(
-            lambda batch, *_: batch < full_batches,
-            body,
-            (tf.constant(0), list(flat), list(moments), list(velocities), steps),
-            maximum_iterations=full_batches,
-        )
+        if full_batches:  # a batch larger than the training set is one short batch
+            _, flat, moments, velocities, steps = tf.while_loop(
+                lambda batch, *_: batch < full_batches,
+                body,
+                (tf.constant(0), list(flat), list(moments), list(velocities), steps),
+                maximum_iterations=full_batches,
+            )
         if last_batch:
             rows = order[:, full_batches * batch_size :]
             flat, moments, velocities, steps = step(flat, moments, velocities, steps, x, targets, rows)
         val_logits = _forward(_pairs(flat), x_val)
-        val_loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_val, logits=val_logits), axis=-1
-        )
+        val_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_val, logits=val_logits)
+        if validation_loss == "batch_mean":
+            val_loss = tf.reduce_sum(val_ce * _batch_mean_weights(tf.shape(val_ce)[1], batch_size), axis=-1)
+        else:
+            val_loss = tf.reduce_mean(val_ce, axis=-1)
         best, best_loss, wait = _keep_best(flat, best, best_loss, val_loss, wait, active)
         return flat, moments, velocities, steps, best, best_loss, wait, val_loss
 
@@ -558,6 +576,8 @@ def train_mlps(
     pool_size: int = 2048,
     jit_compile: bool | str = "auto",
     history: bool = False,
+    weight_decay: float = 0.0,
+    validation_loss: str = "mean",
 ) -> TrainedMLPs:
     """Trains `M` MLPs at once, each on its own data and soft targets, by the package's MLP recipe.
 
@@ -585,6 +605,16 @@ def train_mlps(
             models to float tolerance. Defaults to `"auto"`.
         history: also keep every epoch's validation loss (`val_history`).
             Defaults to `False`.
+        weight_decay: coupled L2 weight decay, as PyTorch's
+            `torch.optim.Adam(weight_decay=...)`: `weight_decay * w` is added
+            to the gradient of every kernel and bias before Adam's moments.
+            Defaults to `0.0`.
+        validation_loss: `"mean"`, the validation cross-entropy over all
+            points, or `"batch_mean"`, the mean of per-batch means over
+            validation batches of `batch_size` (a short last batch weighs
+            like the others), as the paper's authors' PyTorch code computes
+            it. Early stopping, the best epoch, `best_val_loss` and
+            `val_history` use it. Defaults to `"mean"`.
 
     Returns:
         `TrainedMLPs(weights, best_val_loss, best_epoch, epochs, val_history)`.
@@ -609,10 +639,19 @@ def train_mlps(
         pool_size=pool_size,
         jit_compile=jit_compile,
     )
+    if not (np.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(
+            f"Invalid value for argument `weight_decay`. Expected a float >= 0. Received: weight_decay={weight_decay}"
+        )
+    if validation_loss not in ("mean", "batch_mean"):
+        raise ValueError(
+            "Invalid value for argument `validation_loss`. Expected one of 'mean', 'batch_mean'. "
+            f"Received: validation_loss={validation_loss!r}"
+        )
     if weights is None:
         weights = initial_weights(seeds, x.shape[-1], targets.shape[-1], hidden_layers, units)
     flat_init = [np.asarray(w, np.float32) for pair in weights for w in pair]
-    epoch_fn = _epoch_function(x.shape[1], batch_size, learning_rate, jit_compile)
+    epoch_fn = _epoch_function(x.shape[1], batch_size, learning_rate, jit_compile, float(weight_decay), validation_loss)
     pool = _SlotPool(x, targets, x_val, y_val, seeds, flat_init, min(pool_size, len(x)))
     return _train(pool, epoch_fn, epochs=epochs, patience=patience, history=history)
 

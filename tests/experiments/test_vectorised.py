@@ -413,3 +413,141 @@ def test_patience_zero_stops_at_the_first_epoch_without_improvement_like_keras()
     losses = result.val_history[0][: result.epochs[0]]
     improving = np.all(np.diff(losses[:-1]) < 0)
     assert result.epochs[0] >= 2 and improving and losses[-1] >= losses[:-1].min()
+
+
+def _numpy_train(weights, row, x, targets, x_val, y_val, seed, *, epochs, batch_size, weight_decay, validation_loss):
+    """An independent float64 numpy MLP + Keras-form Adam with coupled L2 (PyTorch's `Adam(weight_decay=...)`).
+
+    Returns every epoch's weights (after the epoch) and validation loss.
+    """
+    params = [np.asarray(w[row], np.float64) for pair in weights for w in pair]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    step = 0
+
+    def forward(ps, inputs):
+        activations = [inputs]
+        for layer in range(0, len(ps), 2):
+            h = activations[-1] @ ps[layer] + ps[layer + 1]
+            activations.append(np.maximum(h, 0.0) if layer < len(ps) - 2 else h)
+        return activations
+
+    def log_softmax(z):
+        z = z - z.max(axis=-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+    history_weights, history_loss = [], []
+    for epoch in range(epochs):
+        order = vectorised.epoch_order(seed, epoch, len(x))
+        for start in range(0, len(x), batch_size):
+            rows = order[start : start + batch_size]
+            acts = forward(params, x[rows].astype(np.float64))
+            delta = (np.exp(log_softmax(acts[-1])) - targets[rows]) / len(rows)
+            grads = [None] * len(params)
+            for layer in range(len(params) - 2, -1, -2):
+                grads[layer] = acts[layer // 2].T @ delta
+                grads[layer + 1] = delta.sum(axis=0)
+                if layer:
+                    delta = (delta @ params[layer].T) * (acts[layer // 2] > 0)
+            step += 1
+            alpha = 1e-2 * np.sqrt(1 - 0.999**step) / (1 - 0.9**step)
+            for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+                g = g + weight_decay * p
+                m[i] = 0.9 * m[i] + 0.1 * g
+                v[i] = 0.999 * v[i] + 0.001 * g * g
+                params[i] = p - alpha * m[i] / (np.sqrt(v[i]) + 1e-7)
+        ce = -log_softmax(forward(params, x_val.astype(np.float64))[-1])[np.arange(len(y_val)), y_val]
+        if validation_loss == "batch_mean":
+            loss = np.mean([ce[s : s + batch_size].mean() for s in range(0, len(ce), batch_size)])
+        else:
+            loss = ce.mean()
+        history_weights.append([p.copy() for p in params])
+        history_loss.append(loss)
+    return history_weights, np.array(history_loss)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf-ops", "whole-epoch-xla"])
+@pytest.mark.parametrize(
+    "batch_size, weight_decay, validation_loss",
+    [
+        (16, 0.0, "batch_mean"),  # 40 validation points: batches of 16, 16 and 8, weighted alike
+        (16, 0.05, "mean"),
+        (16, 0.05, "batch_mean"),
+        (128, 1e-4, "batch_mean"),  # one full batch, larger than the training set
+        (512, 0.0, "mean"),
+    ],
+)
+def test_engine_options_match_a_numpy_reference(jit_compile, batch_size, weight_decay, validation_loss):
+    rng = np.random.default_rng(5)
+    seeds = [3, 4]
+    x = rng.normal(size=(2, 45, 2)).astype(np.float32)
+    labels = (x[..., 0] + 0.5 * x[..., 1] > 0).astype(np.int64) + (x[..., 1] > 1)
+    targets = (0.9 * np.eye(3)[labels] + 0.1 / 3).astype(np.float32)
+    x_val = rng.normal(size=(2, 40, 2)).astype(np.float32)
+    y_val = rng.integers(0, 3, size=(2, 40)).astype(np.int32)
+    weights = vectorised.initial_weights(seeds, 2, 3, hidden_layers=2, units=8)
+    epochs = 4
+    result = vectorised.train_mlps(
+        x,
+        targets,
+        x_val,
+        y_val,
+        seeds=seeds,
+        weights=weights,
+        epochs=epochs,
+        patience=100,
+        batch_size=batch_size,
+        hidden_layers=2,
+        units=8,
+        jit_compile=jit_compile,
+        history=True,
+        weight_decay=weight_decay,
+        validation_loss=validation_loss,
+    )
+    for row, seed in enumerate(seeds):
+        history_weights, history_loss = _numpy_train(
+            weights,
+            row,
+            x[row],
+            targets[row],
+            x_val[row],
+            y_val[row],
+            seed,
+            epochs=epochs,
+            batch_size=batch_size,
+            weight_decay=weight_decay,
+            validation_loss=validation_loss,
+        )
+        np.testing.assert_allclose(result.val_history[row], history_loss, rtol=1e-4, atol=1e-5)
+        best = int(np.argmin(history_loss))
+        assert result.best_epoch[row] == best
+        np.testing.assert_allclose(result.best_val_loss[row], history_loss[best], rtol=1e-4, atol=1e-5)
+        got = [w[row] for pair in result.weights for w in pair]
+        for mine, reference in zip(got, history_weights[best], strict=True):
+            np.testing.assert_allclose(mine, reference, rtol=1e-3, atol=1e-4)
+
+
+def test_weight_decay_changes_training_and_batch_mean_differs_from_mean_with_a_short_last_batch():
+    """Guards against an option being silently ignored: each one changes the result it should."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, 40, 2)).astype(np.float32)
+    targets = np.eye(3, dtype=np.float32)[rng.integers(0, 3, size=(1, 40))]
+    y_val = rng.integers(0, 3, size=(1, 40)).astype(np.int32)
+    run = dict(seeds=[0], epochs=3, patience=100, hidden_layers=1, units=8, history=True, batch_size=16)
+    plain = vectorised.train_mlps(x, targets, x, y_val, **run)
+    decayed = vectorised.train_mlps(x, targets, x, y_val, weight_decay=0.5, **run)
+    batch_mean = vectorised.train_mlps(x, targets, x, y_val, validation_loss="batch_mean", **run)
+    assert np.abs(plain.val_history - decayed.val_history).max() > 1e-4
+    assert np.abs(plain.val_history - batch_mean.val_history).max() > 1e-6
+
+
+class TestEngineOptionArguments:
+    def test_bad_weight_decay(self):
+        x = np.zeros((1, 4, 2))
+        with pytest.raises(ValueError, match="Invalid value for argument `weight_decay`"):
+            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], weight_decay=-1.0)
+
+    def test_bad_validation_loss(self):
+        x = np.zeros((1, 4, 2))
+        with pytest.raises(ValueError, match="Invalid value for argument `validation_loss`"):
+            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], validation_loss="sum")
