@@ -333,8 +333,15 @@ class TestTune:
         assert ils1["hyperparameters"]["p1"] in grid["p1"] and ils1["hyperparameters"]["p2"] in grid["p2"]
         assert results["rows"][2]["hyperparameters"]["epsilon"] in tuning.GRIDS["synthetic"]["epsilon"]
         assert ils1["temperature"] == 1.0 and results["rows"][5]["temperature"] > 0
-        printed = capsys.readouterr().out
-        assert "LS: 2 trials, best validation NLL" in printed and "ILS1 + TempS" in printed
+        printed = capsys.readouterr()
+        assert "LS: 2 trials, best validation NLL" in printed.out and "ILS1 + TempS" in printed.out
+        # each search on stderr, trial by trial (random search: --max-trials each), with the time left in all
+        stages = re.findall(
+            r"^(No LS \(teacher\)|LS|ILS1): (\d+) models?(, about \d+:\d\d left in all)?$", printed.err, re.M
+        )
+        assert [(name, count) for name, count, _ in stages] == [("No LS (teacher)", "1"), ("LS", "2"), ("ILS1", "2")]
+        assert [bool(left) for _, _, left in stages] == [False, True, True]
+        assert "2/2" in printed.err
         search = sorted(os.listdir(tmp_path / "o" / "search"))
         assert search == ["ils1", "ls", "teacher.keras", "teacher_logits.npz", "temperature_fit.json"]
 
@@ -423,6 +430,7 @@ class TestBenchmark:
         assert sorted(os.listdir(out)) == [
             "best_smoothing_bayes.png",
             "best_smoothing_no_ls_temps.png",
+            "prediction_histograms.png",
             "synthetic_protocol.json",
             "synthetic_protocol.md",
         ]
@@ -436,7 +444,8 @@ class TestBenchmark:
             test = synthetic.make_dataset(200, seed=seed + 20_000)
             accuracies.append(np.mean(synthetic.bayes_probabilities(test.x).argmax(1) == test.y))
         np.testing.assert_allclose(rows[("Bayes-Optimal", False)]["ours"]["accuracy"], np.mean(accuracies), rtol=1e-6)
-        assert document["results"]["models_trained"] == 2 * (1 + 3 + 1 + 2 + 6 + 4)
+        # per replicate: No LS, 3 LS, LS-0.2, 2 ILS1, 6 ILS2, 4 ILS, then Table 2's 4 self-distillation students
+        assert document["results"]["models_trained"] == 2 * (1 + 3 + 1 + 2 + 6 + 4 + 4)
 
     def test_bad_replicates_is_one_error_line_and_no_files(self, tmp_path, capsys):
         out = tmp_path / "bench"
