@@ -31,6 +31,7 @@ import warnings
 ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
 TUNABLE_METHODS = ("ls", "ils1", "ils2", "ils")
 CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")
+SYNTHETIC_PRESETS = ("package", "authors")
 
 
 def _strategy(name):
@@ -270,23 +271,69 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a smoke run: small grids, 200 test points per class, at most 30 epochs (not the paper's protocol)",
     )
-    benchmark.add_argument(
+    synthetic = benchmark.add_argument_group(
+        "synthetic",
+        "keras-ils benchmark synthetic: the training and tuning settings; --preset picks them all, and each flag "
+        "given overrides the preset's (keras_ils.experiments.synthetic_protocol.PRESETS)",
+    )
+    synthetic.add_argument(
+        "--preset",
+        choices=SYNTHETIC_PRESETS,
+        default="package",
+        help="'package' (default): the package's settings; 'authors': the habits of the paper's public code (PyTorch "
+        "initialisation, one seed per model, T in [0.8, 3], teacher grid {1, 2, 4, 8, 16} on raw logits, batch 128, "
+        "weight decay 1e-4, eps / (K - 1) on each wrong class for ILS1, batch-mean validation loss)",
+    )
+    synthetic.add_argument(
         "--init",
         choices=("keras", "pytorch"),
-        default="keras",
-        help="the MLPs' initialisation: Keras' defaults (the package's) or PyTorch's (the paper's authors'); "
-        "default: keras",
+        default=None,
+        help="the MLPs' initialisation: Keras' defaults (the package preset's) or PyTorch's (the paper's authors')",
     )
-    benchmark.add_argument(
+    synthetic.add_argument(
         "--independent-seeds",
-        action="store_true",
+        action="store_const",
+        const=False,
+        default=None,
+        dest="shared_seeds",
         help="one seed (initialisation, batch order) per model instead of one per replicate shared by its models",
+    )
+    synthetic.add_argument(
+        "--teacher-grid",
+        choices=("paper", "authors"),
+        default=None,
+        help="ILS2's and ILS's teacher temperatures: 'paper' ({1, 2, 4, 6} on the calibrated teacher's logits, "
+        "the package preset's) or 'authors' ({1, 2, 4, 8, 16} on its raw logits)",
+    )
+    synthetic.add_argument(
+        "--weight-decay", type=float, default=None, help="coupled (L2) weight decay (package preset: 0)"
+    )
+    synthetic.add_argument(
+        "--smoothing-mass",
+        choices=("all_classes", "wrong_classes"),
+        default=None,
+        help="ILS1's smoothing mass: eps_x / K on every class (the paper's Eq. 3, the package preset's) or "
+        "eps_x / (K - 1) on each wrong class (the authors' code)",
+    )
+    synthetic.add_argument(
+        "--validation-loss",
+        choices=("example_mean", "batch_mean"),
+        default=None,
+        help="early stopping's loss: the mean over validation points (the package preset's) or a mean of "
+        "per-batch means (the authors' code)",
     )
     benchmark.add_argument(
         "--temperature-fit",
         choices=("map", "mle", "authors"),
-        default="map",
-        help=_TEMPERATURE_FIT_HELP + "; docs/synthetic_experiments.md's tables were made with 'mle'",
+        default=None,
+        help=_TEMPERATURE_FIT_HELP.replace("'map' (default;", "'map' (default, or the --preset's;")
+        + "; docs/synthetic_experiments.md's tables were made with 'mle'",
+    )
+    benchmark.add_argument(
+        "--batch-size",
+        type=int,
+        help="mini-batch size of every model (default: the --preset's for synthetic, 32 for the package's; the "
+        "recipes' for paper)",
     )
     benchmark.add_argument(
         "--output-dir", default=None, help="where results go (default: runs/benchmark-EXPERIMENT-seedN)"
@@ -312,7 +359,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the main job's search for image models: Hyperband (default) or the whole grid",
     )
     paper.add_argument("--epochs", type=int, help="maximum epochs of every model (default: the paper's recipes)")
-    paper.add_argument("--batch-size", type=int, help="mini-batch size of every model (default: the recipes')")
     paper.add_argument("--data-dir", default=None, help="tensorflow-datasets data directory")
     paper.add_argument(
         "--validation-fraction",
@@ -448,9 +494,15 @@ def benchmark_command(args) -> str:
     results = synthetic_protocol.run_replicates(
         args.replicates,
         args.seed,
+        preset=args.preset,
         init=args.init,
-        shared_seeds=not args.independent_seeds,
+        shared_seeds=args.shared_seeds,
         temperature_estimator=args.temperature_fit,
+        teacher_grid=args.teacher_grid,
+        batch_size=args.batch_size,
+        weight_decay=args.weight_decay,
+        smoothing_mass=args.smoothing_mass,
+        validation_loss=args.validation_loss,
         **settings,
     )
     command = args.argv or "keras-ils " + shlex.join(sys.argv[1:])
@@ -476,7 +528,7 @@ def _paper_command(args, output_dir) -> str:
         batch_size=args.batch_size,
         data_dir=args.data_dir,
         validation_fraction=args.validation_fraction,
-        temperature_estimator=args.temperature_fit,
+        temperature_estimator=args.temperature_fit or "map",
         command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
         log=print,
     )
@@ -496,6 +548,7 @@ _NUMBER_FLAGS = (
     ("num_classes", "an integer >= 2", lambda v: v >= 2),
     ("teacher_folds", "an integer >= 1", lambda v: v >= 1),
     ("validation_fraction", "a number in (0, 1)", lambda v: math.isfinite(v) and 0 < v < 1),
+    ("weight_decay", "a number >= 0", lambda v: math.isfinite(v) and v >= 0),
 )
 
 

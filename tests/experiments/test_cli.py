@@ -425,8 +425,16 @@ class TestBenchmark:
         out = tmp_path / "bench"
         argv = ["benchmark", "synthetic", "--quick", "--replicates", "2", "--seed", "3", "--output-dir", str(out)]
         assert cli.main(argv) == 0
-        printed = capsys.readouterr().out
+        captured = capsys.readouterr()
+        printed = captured.out
         assert "| Bayes-Optimal | No |" in printed and "sign test" in printed
+        # progress on stderr: each stage with the models done of all planned, and the time left until the last
+        stages = re.findall(r"^(.*): (\d+)/42 models, \d+:\d\d so far(, about \d+:\d\d left)?$", captured.err, re.M)
+        assert [(stage, int(done), bool(left)) for stage, done, left in stages] == [
+            ("No LS and LS models of 2 replicates", 10, True),
+            ("ILS models of replicates 2/2", 34, True),
+            ("self-distillation students", 42, False),
+        ]
         assert sorted(os.listdir(out)) == [
             "best_smoothing_bayes.png",
             "best_smoothing_no_ls_temps.png",
@@ -446,6 +454,37 @@ class TestBenchmark:
         np.testing.assert_allclose(rows[("Bayes-Optimal", False)]["ours"]["accuracy"], np.mean(accuracies), rtol=1e-6)
         # per replicate: No LS, 3 LS, LS-0.2, 2 ILS1, 6 ILS2, 4 ILS, then Table 2's 4 self-distillation students
         assert document["results"]["models_trained"] == 2 * (1 + 3 + 1 + 2 + 6 + 4 + 4)
+
+    def test_a_preset_and_its_overrides_reach_the_protocol(self, tmp_path, capsys):
+        out = tmp_path / "bench"
+        argv = ["benchmark", "synthetic", "--quick", "--replicates", "1", "--output-dir", str(out)]
+        argv += ["--preset", "authors", "--batch-size", "64", "--teacher-grid", "paper"]
+        assert cli.main(argv) == 0
+        results = json.loads((out / "synthetic_protocol.json").read_text())["results"]
+        expected = dict(
+            preset="authors",
+            init="pytorch",
+            shared_seeds=False,
+            temperature_estimator="authors",
+            teacher_grid="paper",  # overridden
+            batch_size=64,  # overridden
+            weight_decay=1e-4,
+            smoothing_mass="wrong_classes",
+            validation_loss="batch_mean",
+        )
+        assert {name: results[name] for name in expected} == expected
+        assert "Invalid value for argument `--weight-decay`" in self._error(["--weight-decay", "-1"], tmp_path, capsys)
+        assert "invalid choice: 'bert'" in self._error(["--preset", "bert"], tmp_path, capsys)
+
+    @staticmethod
+    def _error(extra, tmp_path, capsys):
+        argv = ["benchmark", "synthetic", "--quick", "--output-dir", str(tmp_path / "bad"), *extra]
+        try:
+            code = cli.main(argv)
+        except SystemExit as exit_info:  # argparse's own errors
+            code = exit_info.code
+        assert code == 2 and not (tmp_path / "bad").exists()
+        return capsys.readouterr().err
 
     def test_bad_replicates_is_one_error_line_and_no_files(self, tmp_path, capsys):
         out = tmp_path / "bench"

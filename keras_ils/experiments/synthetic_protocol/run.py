@@ -211,12 +211,15 @@ def run_replicates(
     histograms = extras.empty_histograms()
     distillation_teachers = []
     started = time.time()
+    planned = replicates * (len(free) + len(taught) + len(extras.DISTILLATION_TEACHERS))
+    if log:
+        log(f"{planned:,} models of {replicates} replicates: No LS and LS, then ILS in groups of {group} replicates")
     data = _datasets(replicates, seed, n_test)
     # 1. teacher-free models of every replicate: No LS (the teacher), LS, LS-0.2
     first_stage = _train_stage(data, list(range(replicates)), free, 0, None, None, **training, **target_options)
     trained, epochs_total = replicates * len(free), int(first_stage.epochs.sum())
     if log:
-        log(f"No LS and LS models of {replicates} replicates: {trained} models, {time.time() - started:.0f} s")
+        log(f"No LS and LS models of {replicates} replicates: {_progress(trained, planned, started)}")
     # 2. the calibrated teacher's logits on the training set
     teacher_t, calibrated = _calibrated_teachers(data, first_stage, len(free), estimator)
     for first in range(0, replicates, group):
@@ -233,7 +236,7 @@ def run_replicates(
             extras.add_histograms(histograms, data[r], weights, chosen, per_replicate)
             distillation_teachers.append(extras.teacher_probabilities(data[r], weights, chosen))
         if log:
-            log(f"replicates {reps[-1] + 1}/{replicates}: {trained} models, {time.time() - started:.0f} s")
+            log(f"ILS models of replicates {reps[-1] + 1}/{replicates}: {_progress(trained, planned, started)}")
     # 5. Table 2: a student of every teacher (Bayes-optimal, No LS, LS, ILS) on every replicate, together
     rows = [r for r in range(replicates) for _ in extras.DISTILLATION_TEACHERS]
     targets = np.stack([t[name] for t in distillation_teachers for name in extras.DISTILLATION_TEACHERS])
@@ -244,7 +247,7 @@ def run_replicates(
     trained += students.epochs.size
     epochs_total += int(students.epochs.sum())
     if log:
-        log(f"self-distillation students: {students.epochs.size} models, {time.time() - started:.0f} s")
+        log(f"self-distillation students: {_progress(trained, planned, started)}")
     return dict(
         replicates=replicates,
         seed=seed,
@@ -263,6 +266,26 @@ def run_replicates(
         model_epochs=epochs_total,
         seconds=time.time() - started,
     )
+
+
+def _progress(trained: int, planned: int, started: float) -> str:
+    """`"3,600/21,600 models, 1:05 so far, about 5:30 left"`: the mean time per model so far times the models left.
+
+    Example:
+
+    >>> _progress(100, 400, time.time() - 65)
+    '100/400 models, 1:05 so far, about 3:15 left'
+    """
+    elapsed = time.time() - started
+    text = f"{trained:,}/{planned:,} models, {_minutes(elapsed)} so far"
+    if trained < planned:
+        text += f", about {_minutes(elapsed / trained * (planned - trained))} left"
+    return text
+
+
+def _minutes(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 def resolve_options(preset: str = "package", **overrides) -> dict:
