@@ -441,13 +441,14 @@ def calibrate(
         raise invalid("method", f"one of {METHODS}", method)
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2)
     if method == "temperature" and any(value is not None for value in odir.values()):
-        raise calibrators._odir_refused(method)
+        raise ValueError(
+            "Arguments `off_diagonal_l2` and `intercept_l2` are ODIR's, for method='matrix' or 'dirichlet'. "
+            f"Received: method={method!r}"
+        )
     outputs, y = predict_with_labels(model, validation_data)
     if method != "temperature":
         odir = {name: value for name, value in odir.items() if value is not None}  # refused for "vector"
-        layer, fit = calibrators._fit(method, outputs, y, from_logits=from_logits, **odir)
-        if fit.warning:
-            warnings.warn(fit.warning, calibrators.CalibratorFitWarning, stacklevel=2)
+        layer, fit = calibrators.fit_calibrator(method, outputs, y, from_logits=from_logits, return_fit=True, **odir)
         calibrated = _followed_by(model, layer)
         return (calibrated, fit) if return_fit else calibrated
     logits = outputs if from_logits else np.log(np.clip(outputs, keras.config.epsilon(), 1.0))

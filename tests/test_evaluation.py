@@ -294,3 +294,29 @@ class TestPairedDifference:
         logits, labels = _predictions(0, n=10)
         with pytest.raises(ValueError, match="must score the same examples"):
             evaluation.paired_difference(logits, logits[:5], labels)
+
+
+def test_ece_matches_netcal_and_torchmetrics():
+    # 15 equal-width bins, top-label ECE of float64 softmax probabilities. The literals were computed with
+    # netcal 1.4.0 (`netcal.metrics.ECE(bins=15).measure(probs, labels)`) and torchmetrics 1.9.0 on torch 2.13.0
+    # (`multiclass_calibration_error(..., num_classes=4, n_bins=15, norm="l1")`, which computes in float32),
+    # numpy 2.4.6; neither package is a dependency, so only their numbers are here.
+    netcal_ece, torchmetrics_ece = 0.052835263097461345, 0.05283527448773384
+    rng = np.random.default_rng(20261125)
+    n, k = 2000, 4
+    logits = rng.normal(size=(n, k)) * 2.0
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    # labels drawn from a sharper softmax: nearly calibrated, so the bins' gaps take both signs and the ECE is not
+    # just |accuracy - mean confidence| (11 bins filled; the two lowest are overconfident, the rest underconfident)
+    sharper = np.exp(1.2 * shifted) / np.exp(1.2 * shifted).sum(axis=1, keepdims=True)
+    labels = (rng.random((n, 1)) < sharper.cumsum(axis=1)).argmax(axis=1)
+    # no confidence within 1e-5 of a bin edge: netcal's [a, b), torchmetrics' and our (a, b] bins hold the same rows
+    assert np.abs(probs.max(1)[:, None] - np.arange(16) / 15).min() > 1e-5
+    counts, correct_sums, confidence_sums = evaluation.top_label_bins(probs, labels)
+    gaps = (correct_sums - confidence_sums)[counts > 0]
+    assert (gaps < 0).any() and (gaps > 0).any()
+    float64_ece = np.abs(correct_sums - confidence_sums).sum() / counts.sum()
+    for got in (evaluation.scores(probs, labels, from_logits=False)["ece"], float64_ece):
+        assert got == pytest.approx(netcal_ece, abs=1e-7)
+        assert got == pytest.approx(torchmetrics_ece, abs=1e-7)

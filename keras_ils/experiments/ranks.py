@@ -82,11 +82,12 @@ def ranks(scores, lower_is_better: bool = True) -> np.ndarray:
     return better + (tied + 1) / 2
 
 
-def average_ranks(scores, lower_is_better: bool = True):
+def average_ranks(table, lower_is_better: bool = True):
     """The average rank of every method over the data sets (Demšar, 2006, §3.2.2), ties averaged.
 
     Args:
-        scores: `[data sets, methods]` scores, or `{method: [score per data set]}`.
+        table: `[data sets, methods]` scores (rows: data set-architecture pairs, columns: methods), or
+            `{method: [score per data set]}`.
         lower_is_better: Defaults to `True` (losses); `False` for accuracy.
 
     Returns:
@@ -100,8 +101,8 @@ def average_ranks(scores, lower_is_better: bool = True):
     >>> average_ranks([[91.2, 92.2], [67.3, 70.4]], lower_is_better=False)
     array([2., 1.])
     """
-    names, _ = _table(scores)
-    mean = ranks(scores, lower_is_better).mean(axis=0)
+    names, _ = _table(table)
+    mean = ranks(table, lower_is_better).mean(axis=0)
     return mean if names is None else {name: float(rank) for name, rank in zip(names, mean, strict=True)}
 
 
