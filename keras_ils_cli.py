@@ -111,6 +111,19 @@ def _add_common_arguments(parser):
         help="validation share of train, stratified for .npz, the last part of train for tfds (default: 0.2, "
         "as Guo et al. and the paper's section 5; 0.1 keeps the paper's 45K/5K split of CIFAR)",
     )
+    parser.add_argument(
+        "--validation-size",
+        type=int,
+        default=None,
+        help="tfds only: a validation count instead of --validation-fraction, the last examples of the last "
+        "--train-splits split (the paper's SVHN: --train-splits train+extra --validation-size 6000, 598K/6K)",
+    )
+    parser.add_argument(
+        "--train-splits",
+        type=_splits,
+        default=("train",),
+        help="tfds only: the splits that make train and validation, joined by '+' (default: train)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument(
         "--temperature-fit", choices=("map", "mle", "authors"), default="map", help=_TEMPERATURE_FIT_HELP
@@ -369,6 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _splits(text):
+    names = tuple(name.strip() for name in text.split("+") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected tfds split names joined by '+', e.g. train+extra; got {text!r}")
+    return names
+
+
 def _names(text):
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
@@ -386,6 +406,8 @@ def _load(args):
         validation_fraction=args.validation_fraction,
         seed=args.seed,
         num_classes=args.num_classes,
+        validation_size=args.validation_size,
+        train_splits=args.train_splits,
     )
     model_name = args.model or ("resnet20" if splits.is_image else "mlp")
     recipe = training.recipe_for(model_name, splits.name, epochs=args.epochs, batch_size=args.batch_size)
@@ -546,6 +568,7 @@ _NUMBER_FLAGS = (
     ("replicates", "an integer >= 1", lambda v: v >= 1),
     ("seeds", "an integer >= 1", lambda v: v >= 1),
     ("num_classes", "an integer >= 2", lambda v: v >= 2),
+    ("validation_size", "an integer >= 1", lambda v: v >= 1),
     ("teacher_folds", "an integer >= 1", lambda v: v >= 1),
     ("validation_fraction", "a number in (0, 1)", lambda v: math.isfinite(v) and 0 < v < 1),
     ("weight_decay", "a number >= 0", lambda v: math.isfinite(v) and v >= 0),

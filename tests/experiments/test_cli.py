@@ -133,6 +133,9 @@ def test_budget_search_needs_two_epochs(tmp_path, capsys):
         (["--dataset", "missing.npz"], "No such .npz"),
         (["--p1", "1.5"], "Invalid value for argument `p1`"),
         (["--model", "vgg"], "Invalid value for argument `model`"),
+        (["--validation-size", "0"], "Invalid value for argument `--validation-size`"),
+        (["--validation-size", "100"], "apply to tfds datasets only"),
+        (["--train-splits", "train+extra"], "apply to tfds datasets only"),
     ],
 )
 def test_bad_input_is_one_error_line_and_no_files(tmp_path, capsys, argv, message):
@@ -142,6 +145,22 @@ def test_bad_input_is_one_error_line_and_no_files(tmp_path, capsys, argv, messag
     assert len(err) == 1 and err[0].startswith("keras-ils: error:") and message in err[0]
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_papers_svhn_split_by_flag(tmp_path, monkeypatch):
+    from keras_ils.experiments import datasets
+
+    asked = {}
+
+    def load(spec, **options):
+        asked.update(options, spec=spec)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(datasets, "load", load)
+    argv = ["run", "--dataset", "tfds:svhn_cropped", "--train-splits", "train+extra", "--validation-size", "6000"]
+    assert cli.main([*argv, "--output-dir", str(tmp_path / "o")]) == 2
+    assert asked["spec"] == "tfds:svhn_cropped"
+    assert asked["train_splits"] == ("train", "extra") and asked["validation_size"] == 6000
 
 
 def test_bad_npz_labels(tmp_path, capsys):
