@@ -25,19 +25,27 @@ Layout of `output_dir` (every file written atomically):
   main job's output for the teachers) and `students/{no_ls,ls,ils}.json`.
 - `table3.md` / `distillation.md`: per metric the table in the paper's layout
   (rows the pairs, columns the methods, each cell `mean (rank)` over the
-  seeds, best in bold), the average ranks, the Friedman test, the critical
-  differences (Nemenyi; Bonferroni-Dunn against `CONTROL`), and the paper's
-  printed values for the pairs that are the paper's, ranked the same way.
+  seeds, best in bold), the average ranks, the Friedman test, then, only when
+  it rejects at `ALPHA` (Demšar's procedure), the post-hoc tests (Nemenyi;
+  Bonferroni-Dunn against `CONTROL`), and the paper's printed values for the
+  pairs that are the paper's, ranked the same way.
 - `table3.json` / `distillation.json`: the same numbers, with every seed's.
 - `cd_TABLE_METRIC_{nemenyi,bonferroni-dunn}.png`: critical-difference diagrams.
 
 Resuming: a pair and seed whose results exist is read, not trained again
 (Table 3: its `results.json`; distillation: each student's JSON). Inside an
-unfinished image run the main job resumes its own KerasTuner searches (finished
-trials and the saved teacher are kept); the single models it trains outside a
-search (Dis, cLS, BS_Soft, Beta) and the MLP engine's runs (seconds) are
-trained again. A kept result made with other epochs, batch size or temperature
-fit than the command asks for is an error, never reused in silence.
+unfinished image run the main job resumes from its `search/` directory: the
+teacher, finished KerasTuner trials and the single models it trains outside a
+search (Dis, cLS, BS_Soft, Beta) are kept, each of the last reused only with
+the settings it was trained with; the MLP engine's runs (seconds) are trained
+again. A kept result made with other epochs, batch size or temperature fit
+than the command asks for is an error, never reused in silence.
+
+Progress: with a `log`, the main job's stage lines go through it, each
+prefixed by its pair and seed (`"lenet / cifar10 seed 0 · ILS: 10 models,
+about 2:10 left in all"`: the time left in that run), with Keras' progress
+bars on stdout; after each run, the time left in the whole table. Without a
+`log`, nothing is printed.
 
 Scores are means over seeds (the paper reports the mean of two); ranks are
 taken on the means (to 12 decimals, so float noise never splits a tie), 1 for
@@ -63,6 +71,7 @@ from keras_ils._files import atomic_write, check_writable
 from keras_ils.experiments import paper_values, ranks
 
 TABLES = ("3", "distillation")
+ALPHA = 0.05  # the level of the Friedman test and of the post-hoc tests that follow it
 CONTROL = {"3": "ILS + TempS", "distillation": "ILS"}
 COLUMNS = {"3": paper_values.TABLE3_COLUMNS, "distillation": paper_values.DISTILLATION_COLUMNS}
 PAIRS = {"3": paper_values.TABLE3_PAIRS, "distillation": paper_values.DISTILLATION_PAIRS}
@@ -187,9 +196,11 @@ def run_table(
         validation_fraction: replaces the paper's splits (`PAPER_SPLITS`) and
             the 20 % default for every dataset.
         temperature_estimator: every `T*` fit (`pipeline.run`). Defaults to `"map"`.
-        verbose: Keras `fit` verbosity.
+        verbose: `pipeline.run`'s: 0 (default) its stage lines and one progress
+            bar per stage, 1 Keras' bar for every epoch, 2 a line per epoch.
         command: the command line recorded in the outputs.
-        log: a function taking one line of progress, or `None`.
+        log: a function taking one line of progress (e.g. `print`), or `None`
+            (nothing printed).
 
     Returns:
         The summary that `TABLE.json` holds.
@@ -204,7 +215,7 @@ def run_table(
     if len(set(pairs)) < len(pairs) or len({run_directory("", p, 0) for p in pairs}) < len(pairs):
         raise invalid("pairs", "distinct pairs with distinct folder names", pairs)
     check_writable(output_dir)
-    log = log or (lambda line: None)
+    log = log or _silent
     runs, trained_seconds = {}, []
     for pair in pairs:
         for seed in seeds:
@@ -250,13 +261,32 @@ def _recipe(model, dataset_name, epochs, batch_size):
     return training.recipe_for(model, dataset_name, epochs=epochs, batch_size=batch_size)
 
 
-def _quiet():
-    """The main job's progress bar and warnings stay out of the table's output (results.json keeps the statuses)."""
+def _silent(line):
+    """`run_table`'s log when none is given: no progress at all."""
+
+
+def _quiet(log):
+    """Warnings stay out of the output (results.json keeps the statuses); with no `log`, the main job's progress
+    bars too."""
     stack = contextlib.ExitStack()
     stack.enter_context(warnings.catch_warnings())
     warnings.simplefilter("ignore")
-    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    if log is _silent:
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
     return stack
+
+
+def _prefixed(log, pair, seed):
+    """`log` with each line prefixed by the pair and seed, for the main job's lines.
+
+    Example:
+
+    >>> lines = []
+    >>> _prefixed(lines.append, ("tfds:cifar10", "lenet"), 0)("ILS: 10 models")
+    >>> lines
+    ['lenet / cifar10 seed 0 · ILS: 10 models']
+    """
+    return lambda line: log(f"{pair_label(pair)} seed {seed} · {line}")
 
 
 def run_pair_table3(pair, seed, directory, *, search, epochs, batch_size, log, **options):
@@ -271,7 +301,7 @@ def run_pair_table3(pair, seed, directory, *, search, epochs, batch_size, log, *
             dataset, seed, data_dir=options["data_dir"], validation_fraction=options["validation_fraction"]
         )
         log(f"{pair_label(pair)} seed {seed}: running the main job with all methods")
-        with _quiet():
+        with _quiet(log):
             pipeline.run(
                 splits,
                 model_name=model,
@@ -282,6 +312,7 @@ def run_pair_table3(pair, seed, directory, *, search, epochs, batch_size, log, *
                 seed=seed,
                 verbose=options["verbose"],
                 temperature_estimator=options["temperature_estimator"],
+                log=_prefixed(log, pair, seed),
             )
     results = _read_json(path)
     kept = {"epochs": results["recipe"]["epochs"], "batch_size": results["recipe"]["batch_size"]}
@@ -327,7 +358,7 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
     teachers_dir = os.path.join(directory, "teachers")
     if not os.path.exists(os.path.join(teachers_dir, "results.json")):
         log(f"{pair_label(pair)} seed {seed}: teachers (No LS, LS, ILS tuned by the main job)")
-        with _quiet():
+        with _quiet(log):
             pipeline.run(
                 splits,
                 model_name=model,
@@ -338,6 +369,7 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
                 seed=seed,
                 verbose=options["verbose"],
                 temperature_estimator=estimator,
+                log=_prefixed(log, pair, seed),
             )
     made = _read_json(os.path.join(teachers_dir, "results.json"))
     kept = {k: made["recipe"][k] for k in ("epochs", "batch_size")}
@@ -356,12 +388,14 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
         if os.path.exists(path):
             continue
         log(f"{pair_label(pair)} seed {seed}: student {STUDENT} distilled from the {column} teacher")
-        with _quiet():
+        with _quiet(log):
             cache = os.path.join(directory, f"teacher_logits_{_file_name(column)}.npz")
             raw = compute_teacher_logits(teachers[column], splits.train, cache_path=cache)  # as trained: T = 1
             train_set = data.with_teacher_targets(splits.train, raw)
             loss = DistillationCrossEntropy(**KD_SETTINGS)
-            student = pipeline.train_model(splits, STUDENT, loss, train_set, recipe=student_recipe, seed=seed)
+            student = pipeline.train_model(
+                splits, STUDENT, loss, train_set, recipe=student_recipe, seed=seed, verbose=options["verbose"]
+            )
             outputs, labels = data.predict_with_labels(student, test)
             scores = evaluation.evaluate_outputs(outputs, labels)["all"]
         record = {"teacher": column, "teacher_model": model, "student": STUDENT, "seed": seed, **KD_SETTINGS}
@@ -442,20 +476,27 @@ def summarise(table, pairs, seeds, runs, command=None) -> dict:
 
 
 def _statistics(values, columns, lower, control) -> dict:
-    """Ranks, average ranks and, over two or more pairs, the Friedman test and both critical differences."""
+    """Ranks, average ranks and, over two or more pairs, the Friedman test and both critical differences.
+
+    `against_control[column][test]` is whether `test` finds `column` and the
+    control different: only when the Friedman test rejects at `ALPHA` (its
+    `"rejects"`), as Demšar (2006, §3.2.2) runs the post-hoc tests.
+    """
     rank_table = ranks.ranks(values, lower_is_better=lower)
     average = dict(zip(columns, rank_table.mean(axis=0).tolist(), strict=True))
     result = {"ranks": rank_table.tolist(), "average_ranks": average}
     num_pairs, k = values.shape
     if num_pairs >= 2:
         friedman = ranks.friedman_test(values, lower_is_better=lower)
+        rejects = bool(friedman.pvalue < ALPHA)
         result["friedman"] = {name: float(value) for name, value in friedman._asdict().items()}
-        cds = {test: ranks.critical_difference(k, num_pairs, test=test) for test in ranks.TESTS}
+        result["friedman"]["rejects"] = rejects
+        cds = {test: ranks.critical_difference(k, num_pairs, ALPHA, test=test) for test in ranks.TESTS}
         result["critical_difference"] = cds
         result["against_control"] = {
             column: {
                 "difference": average[column] - average[control],
-                **{test: abs(average[column] - average[control]) >= cd for test, cd in cds.items()},
+                **{test: rejects and abs(average[column] - average[control]) >= cd for test, cd in cds.items()},
             }
             for column in columns
             if column != control
@@ -485,10 +526,16 @@ def _tests_text(stats, control, num_pairs):
     f = stats["friedman"]
     cd = stats["critical_difference"]
     lines = [
-        f"Friedman over {num_pairs} pairs: chi2 = {f['statistic']:.2f} (p = {f['pvalue']:.3g}), Iman-Davenport "
-        f"F({f['df1']:.0f}, {f['df2']:.0f}) = {f['f_statistic']:.2f} (p = {f['f_pvalue']:.3g}). Critical difference "
-        f"(alpha 0.05): Nemenyi {cd['nemenyi']:.2f}, Bonferroni-Dunn {cd['bonferroni-dunn']:.2f}.",
+        f"Friedman over {num_pairs} pairs: p = {f['pvalue']:.3g} (chi2 = {f['statistic']:.2f}; Iman-Davenport "
+        f"F({f['df1']:.0f}, {f['df2']:.0f}) = {f['f_statistic']:.2f}, p = {f['f_pvalue']:.3g}).",
     ]
+    differences = f"Nemenyi {cd['nemenyi']:.2f}, Bonferroni-Dunn {cd['bonferroni-dunn']:.2f}"
+    if not f["rejects"]:
+        return lines + [
+            f"The Friedman test does not reject that all methods are equivalent at alpha {ALPHA:g}: no post-hoc "
+            f"difference is claimed. The critical differences ({differences}) and diagrams are for reference only."
+        ]
+    lines.append(f"Rejected at alpha {ALPHA:g}, so the post-hoc tests follow. Critical differences: {differences}.")
     for test in ranks.TESTS:
         beaten = [c for c, d in stats["against_control"].items() if d[test] and d["difference"] > 0]
         lost = [c for c, d in stats["against_control"].items() if d[test] and d["difference"] < 0]
@@ -507,8 +554,8 @@ def format_markdown(summary: dict) -> str:
     lines += [
         f"Pairs (model / dataset): {len(summary['labels'])}; seeds {summary['seeds']} (cells are means over seeds). "
         "Each cell: value (rank in its row, 1 the best, ties averaged); the best in bold. Ranks are taken on "
-        "means, not on the printed digits. Friedman and critical differences after Demšar (2006), alpha 0.05; "
-        f"Bonferroni-Dunn against {control}.",
+        f"means, not on the printed digits. After Demšar (2006): the Friedman test at alpha {ALPHA:g}, then, only "
+        f"if it rejects, the Nemenyi and Bonferroni-Dunn tests (against {control}).",
         "",
     ]
     if table == "distillation":
@@ -524,7 +571,8 @@ def format_markdown(summary: dict) -> str:
         lines += [""] + _tests_text(entry, control, len(summary["labels"])) + [""]
         for test in ranks.TESTS:
             if "friedman" in entry:
-                lines.append(f"![{test}]({_diagram_name(table, key, test)})")
+                label = test if entry["friedman"]["rejects"] else f"{test}, for reference only (Friedman not rejected)"
+                lines.append(f"![{label}]({_diagram_name(table, key, test)})")
         if "paper" in entry:
             paper = entry["paper"]
             lines += ["", f"The paper's printed values for its pairs among these ({entry['title']}):", ""]
@@ -547,14 +595,16 @@ def write_outputs(summary: dict, output_dir: str) -> None:
     for key, entry in summary["metrics"].items():
         if "friedman" not in entry:
             continue
+        reference = "" if entry["friedman"]["rejects"] else " (Friedman not rejected: for reference only)"
         for test in ranks.TESTS:
             ranks.critical_difference_diagram(
                 entry["average_ranks"],
                 len(summary["labels"]),
+                alpha=ALPHA,
                 test=test,
                 control=summary["control"] if test == "bonferroni-dunn" else None,
                 title=f"{entry['title']}: {'Nemenyi' if test == 'nemenyi' else 'Bonferroni-Dunn'}, "
-                f"{len(summary['labels'])} pairs",
+                f"{len(summary['labels'])} pairs{reference}",
                 path=os.path.join(output_dir, _diagram_name(table, key, test)),
             )
     _write_json(os.path.join(output_dir, f"{base}.json"), summary)

@@ -250,8 +250,13 @@ def run(
             by `keras_ils.calibrate(method=...)` and applied to the model as
             trained ("ILS + Dir"). Defaults to `("ts",)`.
         directory: the KerasTuner searches' directory. Defaults to
-            `OUTPUT_DIR/search`.
-        log: a function taking one line of progress (e.g. `print`), or `None`.
+            `OUTPUT_DIR/search`. The teacher and every student trained by one
+            `model.fit` (Dis, cLS, BS_Soft, Beta, and every `tune=False`
+            student) are kept there too, so a killed run resumes without
+            training them again.
+        log: a function taking each line of progress (e.g. `print`): the
+            stages of `verbose=0` and a search's cost. `None` prints the
+            stages and drops the rest.
 
     Returns:
         The results dict that `results.json` holds.
@@ -290,12 +295,12 @@ def run(
             "teacher's logits."
         )
     if engine:  # the engine trains every candidate in one go; BS_Soft and Beta by model.fit
-        progress = _Progress(sum(m not in students.METHODS for m in methods), verbose)
+        progress = _Progress(sum(m not in students.METHODS for m in methods), verbose, log or print)
     else:
         algorithm = "hyperband" if search == "budget" else "grid"
         order = _search_order(methods)
         planned = [_planned_fits(_fixed_space(m, search_space, fixed), algorithm, setup.recipe.epochs) for m in order]
-        progress = _Progress(1 + sum(planned), verbose)
+        progress = _Progress(1 + sum(planned), verbose, log or print)
     with staged_directory(output_dir, RESULT_FILES) as staging:
         report = _Report(splits, staging, progress)
         settings = dict(tuned=tune, search_space=search_space if isinstance(search_space, str) else "custom")
@@ -426,7 +431,8 @@ def _record_calibrated(setup, report, name, model, hyperparameters_used, **extra
 
 
 def _run_keras(setup, report, methods, fixed, search_space, search, directory, teacher_cache, log):
-    """The teacher by `model.fit`; each searched method by a KerasTuner search in `directory`. Returns header items."""
+    """The teacher and each single-fit student by `model.fit`, each searched method by a KerasTuner search, all kept
+    in `directory` (a rerun resumes). Returns header items."""
     splits = setup.splits
     os.makedirs(directory, exist_ok=True)
     _same_temperature_fit(directory, setup.temperature_estimator)
@@ -458,7 +464,9 @@ def _run_keras(setup, report, methods, fixed, search_space, search, directory, t
             loss, train_set, used = _student_setup(
                 method, splits, teacher_logits, train_with_teacher, {**chosen, **values}
             )
-            found, student = {}, _train_model(setup, loss, train_set, setup.seed, [fits])
+            settings = _student_settings(setup, method, used, teacher_logits)
+            saved_at = os.path.join(directory, f"student_{method}.keras")
+            found, student = {}, _single_fit_student(setup, loss, train_set, [fits], saved_at, settings)
         report.progress.stage_done()
         if method == "ls":
             chosen.setdefault("epsilon", used["epsilon"])
@@ -469,6 +477,40 @@ def _run_keras(setup, report, methods, fixed, search_space, search, directory, t
         engine="keras-tuner",
         algorithm=algorithm if any(m in TUNABLE_METHODS for m in methods) else None,
     )
+
+
+def _student_settings(setup, method, hyperparameters_used, teacher_logits) -> dict:
+    """What a single-fit student depends on, as JSON reads it back: method, settings, model, seed, recipe, the
+    temperature fit, and the teacher and training data (the teacher-logits cache's fingerprint)."""
+    settings = {
+        "method": method,
+        "hyperparameters": hyperparameters_used,
+        "model": setup.model_name,
+        "seed": setup.seed,
+        "recipe": vars(setup.recipe),
+        "temperature_estimator": setup.temperature_estimator,
+        "teacher_logits": teacher_logits.fingerprint,
+    }
+    return json.loads(json.dumps(settings))
+
+
+def _single_fit_student(setup, loss, train_set, callbacks, saved_at, settings):
+    """A student trained by one `model.fit`, or loaded from `saved_at` when it was saved there with `settings`.
+
+    The settings are kept beside the model (`student_METHOD.json`); a student
+    saved with other settings is trained again and replaced.
+    """
+    settings_path = saved_at.removesuffix(".keras") + ".json"
+    if os.path.exists(saved_at) and os.path.exists(settings_path):
+        with open(settings_path) as file:
+            if json.load(file) == settings:
+                return _load_model(saved_at, setup.strategy)
+    if os.path.exists(settings_path):  # a kill after the new model is saved must not pair it with these settings
+        os.remove(settings_path)
+    student = _train_model(setup, loss, train_set, setup.seed, callbacks)
+    _save_model(student, saved_at)
+    atomic_write(settings_path, lambda file: file.write(json.dumps(settings, indent=2).encode()))
+    return student
 
 
 def _search_order(methods) -> list:
@@ -806,8 +848,9 @@ class _Progress:
     everything at once). The overall estimate is the mean time per fit so far.
     """
 
-    def __init__(self, planned_fits: int, verbose: int):
+    def __init__(self, planned_fits: int, verbose: int, say=print):
         self.planned, self.shown, self.done, self.started = planned_fits, verbose == 0, 0, time.monotonic()
+        self.say = say  # takes each stage line
         self.bar, self.count, self.position, self.counts_rows = None, 0, 0, False
 
     def fits(self, name: str, count: int) -> keras.callbacks.Callback:
@@ -845,7 +888,7 @@ class _Progress:
             seconds = round(elapsed / self.done * (self.planned - self.done))
             left = f", about {seconds // 60}:{seconds % 60:02d} left in all"
         if self.shown:
-            print(f"{name}: {count} {unit}{'s' if count != 1 else ''}{left}")
+            self.say(f"{name}: {count} {unit}{'s' if count != 1 else ''}{left}")
         self.bar = keras.utils.Progbar(count, unit_name=unit, verbose=int(self.shown))
         self.count, self.position, self.counts_rows = count, 0, counts_rows
 

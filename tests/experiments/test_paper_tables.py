@@ -1,5 +1,6 @@
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from scipy import stats
 from test_ranks import METHODS, PAPER_CROSS_ENTROPY
 
 import keras_ils_cli as cli
-from keras_ils.experiments import paper_tables, paper_values, pipeline, ranks
+from keras_ils.experiments import paper_tables, paper_values, pipeline, ranks, training
 
 
 def _npz(path, seed, num_classes=3):
@@ -94,8 +95,9 @@ class TestTableLayout:
             np.testing.assert_allclose(entry["friedman"]["statistic"], chi2.statistic, rtol=1e-10)
             cd = ranks.critical_difference(12, 3)
             assert entry["critical_difference"]["nemenyi"] == pytest.approx(cd)
+            assert entry["friedman"]["rejects"] == (chi2.pvalue < 0.05)
             control = entry["against_control"]["No LS"]
-            assert control["nemenyi"] == (abs(control["difference"]) >= cd)
+            assert control["nemenyi"] == (chi2.pvalue < 0.05 and abs(control["difference"]) >= cd)
         # the paper's values: only its own pairs (rows 0 and 10 of its table), ranked the same way
         paper = summary["metrics"]["nll"]["paper"]
         assert paper["pairs"] == ["lenet / cifar10", "resnet152sd / svhn_cropped"]
@@ -145,6 +147,47 @@ class TestTableLayout:
         assert stats_["against_control"]["No LS"]["nemenyi"] is True
 
 
+class TestFriedmanGate:
+    """Demšar (2006): the post-hoc tests only after the Friedman test rejects."""
+
+    # 6 pairs, 3 methods: A best on every pair (rejects), or the ranks rotating (cannot reject)
+    CONSISTENT = [[0.1, 0.5, 0.9], [0.2, 0.6, 0.7], [0.1, 0.3, 0.8], [0.3, 0.4, 0.9], [0.2, 0.5, 0.6], [0.1, 0.2, 0.4]]
+    ROTATING = [[0.1, 0.5, 0.9], [0.9, 0.1, 0.5], [0.5, 0.9, 0.1], [0.1, 0.9, 0.5], [0.5, 0.1, 0.9], [0.9, 0.5, 0.1]]
+
+    def _markdown(self, values):
+        columns = ("A", "B", "C")
+        entry = {
+            "title": "Cross-entropy",
+            "mean": values,
+            **paper_tables._statistics(np.array(values), columns, True, "A"),
+        }
+        summary = {"table": "3", "columns": list(columns), "control": "A", "seeds": [0], "metrics": {"nll": entry}}
+        summary["labels"] = [f"pair {i}" for i in range(len(values))]
+        return entry, paper_tables.format_markdown(summary)
+
+    def test_rejected_then_post_hoc(self):
+        entry, markdown = self._markdown(self.CONSISTENT)
+        expected = stats.friedmanchisquare(*np.array(self.CONSISTENT).T).pvalue
+        assert expected < 0.05 and entry["friedman"]["rejects"] is True
+        np.testing.assert_allclose(entry["friedman"]["pvalue"], expected, rtol=1e-10)
+        assert entry["against_control"]["C"] == {"difference": 2.0, "nemenyi": True, "bonferroni-dunn": True}
+        first = markdown.index(f"Friedman over 6 pairs: p = {expected:.3g}")
+        assert first < markdown.index("Rejected at alpha 0.05, so the post-hoc tests follow")
+        assert "A is significantly better (nemenyi) than: C." in markdown
+        assert "![nemenyi](cd_table3_nll_nemenyi.png)" in markdown
+
+    def test_not_rejected_then_no_post_hoc_claim(self, tmp_path):
+        entry, markdown = self._markdown(self.ROTATING)
+        expected = stats.friedmanchisquare(*np.array(self.ROTATING).T).pvalue
+        assert expected >= 0.05 and entry["friedman"]["rejects"] is False
+        np.testing.assert_allclose(entry["friedman"]["pvalue"], expected, rtol=1e-10)
+        assert not any(d[test] for d in entry["against_control"].values() for test in ranks.TESTS)
+        assert f"Friedman over 6 pairs: p = {expected:.3g}" in markdown
+        assert "does not reject that all methods are equivalent at alpha 0.05: no post-hoc difference" in markdown
+        assert "significantly" not in markdown
+        assert "![nemenyi, for reference only (Friedman not rejected)](cd_table3_nll_nemenyi.png)" in markdown
+
+
 class TestVectorPath:
     def test_killed_in_the_second_pair_then_resumed_without_retraining_the_first(self, tmp_path, monkeypatch, capsys):
         a, b = _npz(tmp_path / "a.npz", 0), _npz(tmp_path / "b.npz", 1)
@@ -162,6 +205,11 @@ class TestVectorPath:
         monkeypatch.setattr(pipeline, "run", counting_run)
         with pytest.raises(KeyboardInterrupt):
             cli.main([*argv, "--datasets", f"{a},{b}"])
+        # the main job's progress on stderr, each stage named with its pair and seed
+        printed = capsys.readouterr()
+        assert "mlp-2-8 / a seed 0 · BS_Soft: 1 model\n" in printed.err
+        assert re.search(r"^mlp-2-8 / a seed 0 · Beta: 1 model, about \d+:\d\d left in all$", printed.err, re.M)
+        assert "mlp-2-8 / a seed 0 · scoring the table's rows: 18 rows\n" in printed.err and printed.out == ""
         first = out / "runs" / "a" / "mlp-2-8" / "seed0" / "results.json"
         assert trained == ["a.npz", "b.npz"] and first.exists()
         assert not (out / "runs" / "b").exists() and not (out / "table3.md").exists()
@@ -185,6 +233,45 @@ class TestVectorPath:
         # a kept run made with other settings is not reused in silence
         assert cli.main([*argv, "--datasets", a, "--epochs", "5"]) == 2
         assert "was made with epochs=4 (asked: 5)" in capsys.readouterr().err and trained == []
+
+
+class TestResumedImageRun:
+    @pytest.mark.filterwarnings("ignore:Temperature scaling")  # T* from a few mock examples
+    def test_single_fit_students_are_kept_and_reused_only_with_the_same_settings(self, tmp_path, monkeypatch):
+        real_train = pipeline._train_model
+        trained = []
+
+        def counting_train(setup, loss, *args, **kwargs):
+            trained.append(type(loss).__name__)
+            return real_train(setup, loss, *args, **kwargs)
+
+        monkeypatch.setattr(pipeline, "_train_model", counting_train)
+        with tfds.testing.mock_data(num_examples=160):
+            splits = paper_tables.load_splits("tfds:cifar10", 0, validation_fraction=0.2)
+            recipe = training.recipe_for("lenet", splits.name, epochs=1, batch_size=16)
+
+            def run(methods, **kwargs):
+                options = dict(model_name="lenet", tune=False, recipe=recipe, output_dir=str(tmp_path / "r"))
+                return pipeline.run(splits, methods=methods, **options, **kwargs)
+
+            first = run(("dis", "bs_soft", "ls"))
+            assert trained == ["ILSLoss", "ILSLoss", "DistillationCrossEntropy", "BootstrapSoftLoss"]  # No LS, LS ...
+            search = tmp_path / "r" / "search"
+            assert all(
+                (search / f"student_{m}.{ext}").exists() for m in ("dis", "bs_soft", "ls") for ext in ("keras", "json")
+            )
+            # a rerun (after a kill) trains nothing and gives the same rows
+            monkeypatch.setattr(pipeline, "_train_model", lambda *a, **k: pytest.fail("a model was trained again"))
+            again = run(("dis", "bs_soft", "ls"))
+            for before, after in zip(first["rows"], again["rows"], strict=True):
+                assert (after["model"], after["hyperparameters"]) == (before["model"], before["hyperparameters"])
+                np.testing.assert_allclose(after["all"]["nll"], before["all"]["nll"], rtol=1e-6)
+            # another epsilon: LS is trained again (and replaces the kept one), the teacher is not
+            monkeypatch.setattr(pipeline, "_train_model", counting_train)
+            trained.clear()
+            changed = run(("ls",), hyperparameters={"epsilon": 0.2})
+        assert trained == ["ILSLoss"] and changed["rows"][2]["hyperparameters"] == {"epsilon": 0.2}
+        assert json.loads((search / "student_ls.json").read_text())["hyperparameters"] == {"epsilon": 0.2}
 
 
 class TestCommandLine:
