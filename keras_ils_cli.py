@@ -551,6 +551,7 @@ def _paper_command(args, output_dir) -> str:
         data_dir=args.data_dir,
         validation_fraction=args.validation_fraction,
         temperature_estimator=args.temperature_fit or "map",
+        verbose=args.verbose,
         command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
         log=print,
     )

@@ -155,7 +155,7 @@ class TestFriedmanGate:
     ROTATING = [[0.1, 0.5, 0.9], [0.9, 0.1, 0.5], [0.5, 0.9, 0.1], [0.1, 0.9, 0.5], [0.5, 0.1, 0.9], [0.9, 0.5, 0.1]]
 
     def _markdown(self, values):
-        columns = ("A", "B", "C")
+        columns = ("A", "B", "C", "D")[: len(values[0])]
         entry = {
             "title": "Cross-entropy",
             "mean": values,
@@ -165,24 +165,50 @@ class TestFriedmanGate:
         summary["labels"] = [f"pair {i}" for i in range(len(values))]
         return entry, paper_tables.format_markdown(summary)
 
+    # 6 pairs, 4 methods, A mostly best: the chi-square's p 0.060 does not reject, Iman-Davenport's 0.042 does
+    MOSTLY = [
+        [0.1, 0.9, 0.5, 0.3],
+        [0.9, 0.3, 0.5, 0.1],
+        [0.1, 0.9, 0.5, 0.3],
+        [0.1, 0.9, 0.5, 0.3],
+        [0.1, 0.5, 0.9, 0.3],
+        [0.1, 0.5, 0.3, 0.9],
+    ]
+
+    @staticmethod
+    def _iman_davenport_pvalue(values):
+        """Demšar's Eq. for F_F from scipy's chi-square, and scipy's F distribution."""
+        n, k = np.shape(values)
+        chi2 = stats.friedmanchisquare(*np.array(values).T).statistic
+        f = (n - 1) * chi2 / (n * (k - 1) - chi2)
+        return stats.f.sf(f, k - 1, (k - 1) * (n - 1)), stats.friedmanchisquare(*np.array(values).T).pvalue
+
+    def test_gated_by_iman_davenport_not_the_conservative_chi_square(self):
+        entry, markdown = self._markdown(self.MOSTLY)
+        expected, chi_square = self._iman_davenport_pvalue(self.MOSTLY)
+        assert expected < 0.05 <= chi_square and entry["friedman"]["rejects"] is True
+        np.testing.assert_allclose(entry["friedman"]["f_pvalue"], expected, rtol=1e-8)
+        assert "Rejected at alpha 0.05, so the post-hoc tests follow" in markdown
+
     def test_rejected_then_post_hoc(self):
         entry, markdown = self._markdown(self.CONSISTENT)
         expected = stats.friedmanchisquare(*np.array(self.CONSISTENT).T).pvalue
         assert expected < 0.05 and entry["friedman"]["rejects"] is True
         np.testing.assert_allclose(entry["friedman"]["pvalue"], expected, rtol=1e-10)
         assert entry["against_control"]["C"] == {"difference": 2.0, "nemenyi": True, "bonferroni-dunn": True}
-        first = markdown.index(f"Friedman over 6 pairs: p = {expected:.3g}")
+        first = markdown.index("Friedman over 6 pairs (Iman-Davenport F, as Demšar recommends): F(2, 10) = inf, p = 0")
         assert first < markdown.index("Rejected at alpha 0.05, so the post-hoc tests follow")
         assert "A is significantly better (nemenyi) than: C." in markdown
         assert "![nemenyi](cd_table3_nll_nemenyi.png)" in markdown
 
     def test_not_rejected_then_no_post_hoc_claim(self, tmp_path):
         entry, markdown = self._markdown(self.ROTATING)
-        expected = stats.friedmanchisquare(*np.array(self.ROTATING).T).pvalue
+        expected, chi_square = self._iman_davenport_pvalue(self.ROTATING)
         assert expected >= 0.05 and entry["friedman"]["rejects"] is False
-        np.testing.assert_allclose(entry["friedman"]["pvalue"], expected, rtol=1e-10)
+        np.testing.assert_allclose(entry["friedman"]["f_pvalue"], expected, rtol=1e-8)
+        np.testing.assert_allclose(entry["friedman"]["pvalue"], chi_square, rtol=1e-10)
         assert not any(d[test] for d in entry["against_control"].values() for test in ranks.TESTS)
-        assert f"Friedman over 6 pairs: p = {expected:.3g}" in markdown
+        assert f"= {entry['friedman']['f_statistic']:.2f}, p = {expected:.3g} (chi-square" in markdown
         assert "does not reject that all methods are equivalent at alpha 0.05: no post-hoc difference" in markdown
         assert "significantly" not in markdown
         assert "![nemenyi, for reference only (Friedman not rejected)](cd_table3_nll_nemenyi.png)" in markdown
