@@ -260,6 +260,24 @@ def test_the_parsers_method_lists_are_the_pipelines():
     assert cli.CALIBRATOR_NAMES == tuple(pipeline.CALIBRATORS)
 
 
+def test_the_model_help_names_every_network():
+    from keras_ils.experiments import models
+
+    model_help = next(
+        a.help
+        for a in cli.build_parser()._subparsers._group_actions[0].choices["run"]._actions
+        if "--model" in a.option_strings
+    )
+    # resnet32/56/110 are written "resnet20/32/56/110"; every wrn-D-W is covered by the pattern
+    named = set(
+        re.findall(
+            r"[a-z]+[0-9]*(?:sd)?", model_help.replace("resnet20/32/56/110", "resnet20 resnet32 resnet56 resnet110")
+        )
+    )
+    missing = [n for n in models.MODEL_NAMES if n not in named and not n.startswith("wrn-")]
+    assert missing == [] and "wrn-D-W" in model_help and "wrn-34-10" in model_help
+
+
 _NATIVE_WRITES = (
     "import os, sys, keras_ils_cli\n"
     "with keras_ils_cli._native_stderr_hidden({hidden}):\n"
