@@ -14,6 +14,18 @@ tf.config.set_logical_device_configuration(
 )
 
 
+def pytest_collection_modifyitems(config, items):
+    """`tensorflow_only` tests (TensorFlow's GradientTape, graph-mode assertions) are skipped on other backends."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        return
+    skip = pytest.mark.skip(reason=f"TensorFlow-specific; KERAS_BACKEND={keras.backend.backend()}")
+    for item in items:
+        if "tensorflow_only" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _doctest_namespace(doctest_namespace):
     import keras

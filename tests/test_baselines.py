@@ -65,6 +65,7 @@ class TestBootstrapSoft:
             keras.ops.convert_to_numpy(loss(labels, logits)), reference.cross_entropy(want_targets, logits), rtol=1e-5
         )
 
+    @pytest.mark.tensorflow_only
     def test_gradient_is_reeds_cross_entropy_plus_entropy(self, rng):
         labels, z = rng.integers(0, 3, 8), rng.normal(size=(8, 3)).astype("float32")
         logits = tf.Variable(z)
@@ -76,6 +77,7 @@ class TestBootstrapSoft:
         want = 0.8 * (p - np.eye(3)[labels]) + 0.2 * entropy_grad
         np.testing.assert_allclose(tape.gradient(value, logits), want, rtol=1e-4, atol=1e-6)
 
+    @pytest.mark.tensorflow_only
     def test_without_back_propagation_the_gradient_is_scaled_cross_entropy(self, rng):
         labels, z = rng.integers(0, 3, 8), rng.normal(size=(8, 3)).astype("float32")
         logits = tf.Variable(z)

@@ -56,6 +56,7 @@ def test_online_distiller_loss_against_hand_computation(batch):
     np.testing.assert_allclose(float(got), want, rtol=1e-5)
 
 
+@pytest.mark.tensorflow_only
 def test_soft_cross_entropy_blocks_teacher_gradient():
     import tensorflow as tf
 

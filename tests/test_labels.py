@@ -34,6 +34,7 @@ class TestLabelRange:
             _labels.check_labels_in_range(np.array([0, 3]), 3)
         assert _labels.check_labels_in_range(np.array([0, 2]), 3) == []
 
+    @pytest.mark.tensorflow_only
     def test_graph_check_is_an_assertion_that_fires(self):
         @tf.function
         def check(labels):
@@ -56,6 +57,7 @@ class TestFloatLabels:
         with pytest.raises(ValueError, match="float labels must be whole numbers"):
             _labels.class_indices(np.array(values), 3)
 
+    @pytest.mark.tensorflow_only
     def test_graph_check_fires(self):
         @tf.function
         def indices(labels):
@@ -80,6 +82,7 @@ class TestFloatLabels:
         np.testing.assert_array_equal(_np(labels), [1, 0])
 
 
+@pytest.mark.tensorflow_only
 def test_hard_label_map_refuses_fractional_labels_without_num_classes():
     from keras_ils import data
 

@@ -146,6 +146,7 @@ class TestPrecision:
         assert keras.backend.standardize_dtype(half.dtype) == dtype
         np.testing.assert_allclose(float(_np(ops.cast(half, "float32"))), full, rtol=2e-2)
 
+    @pytest.mark.tensorflow_only
     @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
     @pytest.mark.parametrize("method", METHODS)
     def test_half_precision_gradients_finite(self, method, dtype):
@@ -158,6 +159,7 @@ class TestPrecision:
         assert np.isfinite(_np(ops.cast(value, "float32")))
         assert np.isfinite(_np(ops.cast(grad, "float32"))).all()
 
+    @pytest.mark.tensorflow_only
     @pytest.mark.parametrize("method", METHODS)
     def test_gradients_finite_with_huge_logits(self, method):
         labels = np.array([0, 1, 2, 2])
@@ -208,6 +210,7 @@ class TestInTraining:
             keras.mixed_precision.set_global_policy("float32")
         np.testing.assert_allclose(got, full, rtol=2e-2)
 
+    @pytest.mark.tensorflow_only
     def test_out_of_range_sparse_labels_fail_in_graph_mode(self, rng):
         x, labels, _ = self._data(rng)
         model = self._model()
@@ -271,6 +274,7 @@ class TestBadLabels:
         with pytest.raises(ValueError, match="float labels must be whole numbers"):
             ILSLoss()(np.array([0.0, 1.7]), np.zeros((2, 3)))
 
+    @pytest.mark.tensorflow_only
     def test_fractional_float_labels_fail_in_fit(self):
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
         model.compile(optimizer="sgd", loss=ILSLoss())

@@ -255,6 +255,7 @@ class TestNonProbabilities:
         metric.update_state(labels, half)
         np.testing.assert_allclose(float(metric.result()), reference.ece(half.astype(np.float64), labels), atol=1e-5)
 
+    @pytest.mark.tensorflow_only
     def test_graph_assertion_in_evaluate(self, rng):
         labels, _, logits = _data(rng, n=64)
         model = keras.Sequential([keras.Input((K,)), keras.layers.Identity()])
