@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import time
 
 import keras
@@ -889,8 +890,17 @@ class _Progress:
             left = f", about {seconds // 60}:{seconds % 60:02d} left in all"
         if self.shown:
             self.say(f"{name}: {count} {unit}{'s' if count != 1 else ''}{left}")
-        self.bar = keras.utils.Progbar(count, unit_name=unit, verbose=int(self.shown))
+        self.bar = keras.utils.Progbar(count, unit_name=unit, verbose=_bar_verbosity(self.shown))
         self.count, self.position, self.counts_rows = count, 0, counts_rows
+
+
+def _bar_verbosity(shown: bool) -> int:
+    """Keras' `Progbar` verbosity: 1 (the live bar) on a terminal, 2 (one line as each stage ends) when the
+    progress goes to a file or a pipe, where the bar's carriage returns and colours would garble the log.
+    `Progbar` writes to `sys.stdout`, which `keras-ils` points at stderr."""
+    if not shown:
+        return 0
+    return 1 if getattr(sys.stdout, "isatty", lambda: False)() else 2
 
 
 class _FitEnd(keras.callbacks.Callback):

@@ -379,6 +379,8 @@ class TestTune:
         assert [(name, count) for name, count, _ in stages] == [("No LS (teacher)", "1"), ("LS", "2"), ("ILS1", "2")]
         assert [bool(left) for _, _, left in stages] == [False, True, True]
         assert "2/2" in printed.err
+        # not a terminal: Keras' bar as one line per stage (verbose 2), no carriage returns or colour codes
+        assert "\r" not in printed.err and "\x1b[" not in printed.err
         search = sorted(os.listdir(tmp_path / "o" / "search"))
         assert search == ["ils1", "ls", "teacher.keras", "teacher_logits.npz", "temperature_fit.json"]
 
