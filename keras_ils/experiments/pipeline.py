@@ -436,7 +436,7 @@ def _run_keras(setup, report, methods, fixed, search_space, search, directory, t
     in `directory` (a rerun resumes). Returns header items."""
     splits = setup.splits
     os.makedirs(directory, exist_ok=True)
-    _same_temperature_fit(directory, setup.temperature_estimator)
+    _same_search_settings(directory, setup)
     teacher_scaled, teacher_fit = _teacher_stage(setup, report, saved_at=os.path.join(directory, "teacher.keras"))
     teacher_logits = compute_teacher_logits(
         teacher_scaled, splits.train, cache_path=teacher_cache or os.path.join(directory, "teacher_logits.npz")
@@ -709,7 +709,7 @@ def tune(
         )
     spec = _SearchSpec(setup, search_space, algorithm, max_trials, directory)
     os.makedirs(directory, exist_ok=True)
-    _same_temperature_fit(directory, setup.temperature_estimator)
+    _same_search_settings(directory, setup)
     teacher_path = os.path.join(directory, "teacher.keras")
     if role == "worker":  # trains trials for the chief's oracle; the chief makes the teacher and the report
         _search(spec, methods[0], _wait_for(teacher_path, setup.strategy))
@@ -733,19 +733,33 @@ def tune(
         return report.write(setup.header(teacher_fit, **settings))
 
 
-def _same_temperature_fit(directory, estimator):
-    """A search directory keeps the temperature fit it was made with: the cached targets and trials depend on it."""
-    path = os.path.join(directory, "temperature_fit.json")
-    if os.path.exists(path):
-        with open(path) as file:
-            made_with = json.load(file)["estimator"]
-        if made_with != estimator:
+def _same_search_settings(directory, setup):
+    """A search directory keeps the settings it was made with (`search_settings.json`): its teacher, cached targets
+    and trials depend on the data, the model, the seed, the recipe and the temperature fit, so resuming it with
+    others is a `ValueError` naming the first that differs, never a silent mix."""
+    splits = setup.splits
+    settings = {
+        "temperature_fit": setup.temperature_estimator,
+        "dataset": splits.name,
+        "num_classes": splits.num_classes,
+        "input_shape": splits.input_shape,
+        "model": setup.model_name,
+        "seed": setup.seed,
+        "recipe": vars(setup.recipe),
+    }
+    settings = json.loads(json.dumps(settings))  # as the file reads back (tuples become lists)
+    path = os.path.join(directory, "search_settings.json")
+    if not os.path.exists(path):
+        atomic_write(path, lambda file: file.write(json.dumps(settings, indent=2).encode()))
+        return
+    with open(path) as file:
+        made_with = json.load(file)
+    for name, value in settings.items():
+        if made_with.get(name) != value:
             raise ValueError(
-                f"The search in {directory} was made with the temperature fit {made_with!r}, not {estimator!r}: "
-                "its teacher's targets and trials depend on it. Resume with the same fit, or use another directory."
+                f"The search in {directory} was made with {name} {made_with.get(name)!r}, not {value!r}: its "
+                "teacher, targets and trials depend on it. Resume with the same settings, or use another directory."
             )
-    else:
-        atomic_write(path, lambda file: file.write(json.dumps({"estimator": estimator}).encode()))
 
 
 def _check_tune_arguments(methods, search_space, algorithm):

@@ -382,7 +382,7 @@ class TestTune:
         # not a terminal: Keras' bar as one line per stage (verbose 2), no carriage returns or colour codes
         assert "\r" not in printed.err and "\x1b[" not in printed.err
         search = sorted(os.listdir(tmp_path / "o" / "search"))
-        assert search == ["ils1", "ls", "teacher.keras", "teacher_logits.npz", "temperature_fit.json"]
+        assert search == ["ils1", "ls", "search_settings.json", "teacher.keras", "teacher_logits.npz"]
 
         # again on the same directory: the teacher is loaded, no trial trains, the same table comes out
         monkeypatch.setattr(pipeline, "_train_model", lambda *a, **k: pytest.fail("the teacher was trained again"))
@@ -395,7 +395,12 @@ class TestTune:
 
         # another temperature fit cannot resume this search: its targets and trials depend on the fit
         assert cli.main([*argv, "--temperature-fit", "mle"]) == 2
-        assert "was made with the temperature fit 'map', not 'mle'" in capsys.readouterr().err
+        assert "was made with temperature_fit 'map', not 'mle'" in capsys.readouterr().err
+        # nor another seed or recipe: the teacher and the trials would be another run's
+        assert cli.main([*argv, "--seed", "1"]) == 2
+        assert "was made with seed 0, not 1" in capsys.readouterr().err
+        assert cli.main([*argv[:2], "5", *argv[3:]]) == 2  # --epochs 5
+        assert "was made with recipe" in capsys.readouterr().err
 
     @pytest.mark.parametrize(
         "argv, message",
