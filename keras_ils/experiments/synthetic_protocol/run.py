@@ -365,21 +365,38 @@ def _train_stage(
     on their training sets and `teacher_t` their temperatures, or `None` for
     teacher-free targets.
     """
-    teachers = [None] * len(data) if teacher_logits is None else teacher_logits
-    targets = [
-        student_targets(
-            data[r]["train"].y,
-            teachers[r],
-            hp,
-            teacher_t=None if teacher_t is None else teacher_t[r],
-            teacher_grid=teacher_grid,
-            smoothing_mass=smoothing_mass,
-        )
-        for r in reps
-        for _, hp in configs
-    ]
+    targets = stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid, smoothing_mass)
     seeds = _model_seeds(seed, reps, offset, len(configs), shared_seeds)
-    return train(data, [r for r in reps for _ in configs], np.stack(targets), seeds, **training)
+    return train(data, [r for r in reps for _ in configs], targets, seeds, **training)
+
+
+def stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid="paper", smoothing_mass="all_classes"):
+    """`[len(reps) * len(configs), n, K]` training targets of every config on every replicate, replicate-major.
+
+    The targets are a function of each training example alone (its label and
+    teacher logits), so one `student_targets` call per config covers all the
+    replicates' examples at once (a few hundred calls instead of thousands of
+    small ones); only the authors' teacher grid, whose temperature depends on
+    each replicate's `T*`, takes one call per replicate and config.
+    """
+    n = len(data[reps[0]]["train"].y)
+    if teacher_grid == "authors" and teacher_logits is not None:
+        blocks = [[(data[r]["train"].y, teacher_logits[r], teacher_t[r])] for r in reps]
+    else:
+        stacked = None if teacher_logits is None else np.concatenate([teacher_logits[r] for r in reps])
+        blocks = [[(np.concatenate([data[r]["train"].y for r in reps]), stacked, None)]]
+    per_block = [
+        np.stack(
+            [
+                student_targets(y, logits, hp, teacher_t=t, teacher_grid=teacher_grid, smoothing_mass=smoothing_mass)
+                for _, hp in configs
+                for y, logits, t in block
+            ]
+        )  # [configs, block's examples, K]
+        for block in blocks
+    ]
+    targets = np.concatenate(per_block, axis=1).reshape(len(configs), len(reps), n, -1)
+    return targets.transpose(1, 0, 2, 3).reshape(len(reps) * len(configs), n, -1)
 
 
 def student_targets(

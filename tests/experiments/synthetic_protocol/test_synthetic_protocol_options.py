@@ -118,6 +118,34 @@ class TestStudentTargets:
         np.testing.assert_allclose(ls, np.eye(3)[self.labels] * 0.7 + 0.1, rtol=1e-6)
 
 
+@pytest.mark.parametrize("teacher_grid", ["paper", "authors"])
+@pytest.mark.parametrize("mass", ["all_classes", "wrong_classes"])
+def test_stage_targets_are_every_replicates_own_in_training_order(teacher_grid, mass):
+    """One call per config over the group's stacked examples: block `r * configs + c` is replicate `r`'s targets of
+    config `c`, to float32 rounding (TensorFlow's vectorised kernels may round an element differently by its place
+    in the batch; the math itself is checked against numpy above)."""
+    data = run._datasets(3, seed=5, n_test=1)
+    free, taught = synthetic_protocol.model_configs(synthetic_protocol.grids(teacher_grid=teacher_grid))
+    rng = np.random.default_rng(0)
+    teacher_logits = rng.normal(size=(3, 150, 3)).astype(np.float32) * 2
+    teacher_t = np.array([0.7, 1.3, 2.1])
+    reps = [2, 0]  # a group need not start at 0 nor be in order
+    for configs, logits in ((free, None), (taught, teacher_logits)):
+        got = run.stage_targets(data, reps, configs, logits, teacher_t, teacher_grid, mass)
+        assert got.shape == (len(reps) * len(configs), 150, 3)
+        for i, r in enumerate(reps):
+            for c, (_, hp) in enumerate(configs):
+                expected = run.student_targets(
+                    data[r]["train"].y,
+                    None if logits is None else logits[r],
+                    hp,
+                    teacher_t=teacher_t[r],
+                    teacher_grid=teacher_grid,
+                    smoothing_mass=mass,
+                )
+                np.testing.assert_allclose(got[i * len(configs) + c], expected, rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize(
     "weight_decay, validation_loss, expected",
     [
