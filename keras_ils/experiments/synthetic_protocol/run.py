@@ -378,22 +378,29 @@ def stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid="
     replicates' examples at once (a few hundred calls instead of thousands of
     small ones); only the authors' teacher grid, whose temperature depends on
     each replicate's `T*`, takes one call per replicate and config.
+
+    Example:
+
+    >>> data = _datasets(2, seed=0, n_test=1)
+    >>> configs = [("Standard LS", dict(method="ls", epsilon=0.3)), ("No LS", dict(method="none"))]
+    >>> y = stage_targets(data, [0, 1], configs, None, None)   # replicate 0's two configs, then replicate 1's
+    >>> y.shape, bool(np.allclose(y[2], 0.7 * np.eye(3)[data[1]["train"].y] + 0.1))
+    ((4, 150, 3), True)
     """
     n = len(data[reps[0]]["train"].y)
-    if teacher_grid == "authors" and teacher_logits is not None:
-        blocks = [[(data[r]["train"].y, teacher_logits[r], teacher_t[r])] for r in reps]
-    else:
+    if teacher_grid == "authors" and teacher_logits is not None:  # one block per replicate
+        blocks = [(data[r]["train"].y, teacher_logits[r], teacher_t[r]) for r in reps]
+    else:  # one block of the replicates' examples, stacked
         stacked = None if teacher_logits is None else np.concatenate([teacher_logits[r] for r in reps])
-        blocks = [[(np.concatenate([data[r]["train"].y for r in reps]), stacked, None)]]
+        blocks = [(np.concatenate([data[r]["train"].y for r in reps]), stacked, None)]
     per_block = [
         np.stack(
             [
                 student_targets(y, logits, hp, teacher_t=t, teacher_grid=teacher_grid, smoothing_mass=smoothing_mass)
                 for _, hp in configs
-                for y, logits, t in block
             ]
         )  # [configs, block's examples, K]
-        for block in blocks
+        for y, logits, t in blocks
     ]
     targets = np.concatenate(per_block, axis=1).reshape(len(configs), len(reps), n, -1)
     return targets.transpose(1, 0, 2, 3).reshape(len(reps) * len(configs), n, -1)
