@@ -481,16 +481,25 @@ def _run_keras(setup, report, methods, fixed, search_space, search, directory, t
 
 
 def _student_settings(setup, method, hyperparameters_used, teacher_logits) -> dict:
-    """What a single-fit student depends on, as JSON reads it back: method, settings, model, seed, recipe, the
-    temperature fit, and the teacher and training data (the teacher-logits cache's fingerprint)."""
+    """What a single-fit student depends on, as JSON reads it back: its search directory's settings
+    (`_run_settings`), its method and values, and the teacher and training data (the teacher-logits cache's
+    fingerprint)."""
+    settings = {"method": method, "hyperparameters": hyperparameters_used, "teacher_logits": teacher_logits.fingerprint}
+    return {**_run_settings(setup), **json.loads(json.dumps(settings))}
+
+
+def _run_settings(setup) -> dict:
+    """What a search directory's teacher, targets and trials depend on, as JSON reads it back (tuples as lists): the
+    temperature fit, the data, the model, the seed and the recipe."""
+    splits = setup.splits
     settings = {
-        "method": method,
-        "hyperparameters": hyperparameters_used,
+        "temperature_fit": setup.temperature_estimator,
+        "dataset": splits.name,
+        "num_classes": splits.num_classes,
+        "input_shape": splits.input_shape,
         "model": setup.model_name,
         "seed": setup.seed,
         "recipe": vars(setup.recipe),
-        "temperature_estimator": setup.temperature_estimator,
-        "teacher_logits": teacher_logits.fingerprint,
     }
     return json.loads(json.dumps(settings))
 
@@ -735,19 +744,9 @@ def tune(
 
 def _same_search_settings(directory, setup):
     """A search directory keeps the settings it was made with (`search_settings.json`): its teacher, cached targets
-    and trials depend on the data, the model, the seed, the recipe and the temperature fit, so resuming it with
-    others is a `ValueError` naming the first that differs, never a silent mix."""
-    splits = setup.splits
-    settings = {
-        "temperature_fit": setup.temperature_estimator,
-        "dataset": splits.name,
-        "num_classes": splits.num_classes,
-        "input_shape": splits.input_shape,
-        "model": setup.model_name,
-        "seed": setup.seed,
-        "recipe": vars(setup.recipe),
-    }
-    settings = json.loads(json.dumps(settings))  # as the file reads back (tuples become lists)
+    and trials depend on the data, the model, the seed, the recipe and the temperature fit (`_run_settings`), so
+    resuming it with others is a `ValueError` naming the first that differs, never a silent mix."""
+    settings = _run_settings(setup)
     path = os.path.join(directory, "search_settings.json")
     if not os.path.exists(path):
         atomic_write(path, lambda file: file.write(json.dumps(settings, indent=2).encode()))
