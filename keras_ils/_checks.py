@@ -13,6 +13,14 @@ def invalid(name: str, expected: str, value) -> ValueError:
     return ValueError(f"Invalid value for argument `{name}`. Expected {expected}. Received: {name}={value!r}")
 
 
+def odir_refused(method) -> ValueError:
+    """ODIR's weights given to a calibration `method` that has none (`calibrate`'s and `fit_calibrator`'s check)."""
+    return ValueError(
+        "Arguments `off_diagonal_l2` and `intercept_l2` are ODIR's, for method='matrix' or 'dirichlet'. "
+        f"Received: method={method!r}"
+    )
+
+
 def number_in(name, value, low=None, high=None, *, low_open=False, high_open=False, expected=None) -> float:
     """`value` as a float when it is a finite real number inside the interval, else `invalid(...)`."""
     if expected is None:

@@ -17,7 +17,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils import _labels, calibrators
-from keras_ils._checks import invalid, positive
+from keras_ils._checks import invalid, odir_refused, positive
 from keras_ils.data import predict_with_labels
 
 
@@ -441,10 +441,7 @@ def calibrate(
         raise invalid("method", f"one of {METHODS}", method)
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2)
     if method == "temperature" and any(value is not None for value in odir.values()):
-        raise ValueError(
-            "Arguments `off_diagonal_l2` and `intercept_l2` are ODIR's, for method='matrix' or 'dirichlet'. "
-            f"Received: method={method!r}"
-        )
+        raise odir_refused(method)
     outputs, y = predict_with_labels(model, validation_data)
     if method != "temperature":
         odir = {name: value for name, value in odir.items() if value is not None}  # refused for "vector"

@@ -47,7 +47,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils import _labels
-from keras_ils._checks import integer_at_least, invalid, number_in
+from keras_ils._checks import integer_at_least, invalid, number_in, odir_refused
 
 METHODS = ("vector", "matrix", "dirichlet")
 DEFAULT_ODIR = 0.01
@@ -511,13 +511,6 @@ def fit_calibrator(
     return (layer, report) if return_fit else layer
 
 
-def _odir_refused(method) -> ValueError:
-    return ValueError(
-        "Arguments `off_diagonal_l2` and `intercept_l2` are ODIR's, for method='matrix' or 'dirichlet'. "
-        f"Received: method={method!r}"
-    )
-
-
 def _fit(
     method,
     outputs,
@@ -534,7 +527,7 @@ def _fit(
         raise invalid("method", f"one of {METHODS}", method)
     full = method != "vector"
     if not full and (off_diagonal_l2 is not None or intercept_l2 is not None):
-        raise _odir_refused(method)
+        raise odir_refused(method)
     integer_at_least("max_iterations", max_iterations, 1)
     tolerance = number_in("tolerance", tolerance, 0.0, low_open=True, expected="a float > 0")
     off_diagonal_l2 = (DEFAULT_ODIR if off_diagonal_l2 is None else off_diagonal_l2) if full else 0.0
