@@ -32,6 +32,9 @@ ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
 TUNABLE_METHODS = ("ls", "ils1", "ils2", "ils")
 CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")
 SYNTHETIC_PRESETS = ("package", "authors")
+TEACHER_GRIDS = ("paper", "authors")
+SMOOTHING_MASSES = ("all_classes", "wrong_classes")
+VALIDATION_LOSSES = ("example_mean", "batch_mean")
 
 
 def _strategy(name):
@@ -313,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synthetic.add_argument(
         "--teacher-grid",
-        choices=("paper", "authors"),
+        choices=TEACHER_GRIDS,
         default=None,
         help="ILS2's and ILS's teacher temperatures: 'paper' ({1, 2, 4, 6} on the calibrated teacher's logits, "
         "the package preset's) or 'authors' ({1, 2, 4, 8, 16} on its raw logits)",
@@ -323,14 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synthetic.add_argument(
         "--smoothing-mass",
-        choices=("all_classes", "wrong_classes"),
+        choices=SMOOTHING_MASSES,
         default=None,
         help="ILS1's smoothing mass: eps_x / K on every class (the paper's Eq. 3, the package preset's) or "
         "eps_x / (K - 1) on each wrong class (the authors' code)",
     )
     synthetic.add_argument(
         "--validation-loss",
-        choices=("example_mean", "batch_mean"),
+        choices=VALIDATION_LOSSES,
         default=None,
         help="early stopping's loss: the mean over validation points (the package preset's) or a mean of "
         "per-batch means (the authors' code)",
@@ -382,18 +385,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _splits(text):
-    names = tuple(name.strip() for name in text.split("+") if name.strip())
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected tfds split names joined by '+', e.g. train+extra; got {text!r}")
+def _joined(separator: str, expected: str):
+    """An argparse type: the non-empty names of a `separator`-joined list, as a tuple."""
+
+    def names(text):
+        found = tuple(name.strip() for name in text.split(separator) if name.strip())
+        if not found:
+            raise argparse.ArgumentTypeError(f"expected {expected}; got {text!r}")
+        return found
+
     return names
 
 
-def _names(text):
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list; got {text!r}")
-    return names
+_names = _joined(",", "a comma-separated list")
+_splits = _joined("+", "tfds split names joined by '+', e.g. train+extra")
 
 
 def _load(args):

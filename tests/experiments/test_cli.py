@@ -260,6 +260,13 @@ def test_the_parsers_method_lists_are_the_pipelines():
     assert cli.CALIBRATOR_NAMES == tuple(pipeline.CALIBRATORS)
 
 
+def test_the_parsers_synthetic_options_are_the_protocols():
+    from keras_ils.experiments.synthetic_protocol import run
+
+    assert cli.SYNTHETIC_PRESETS == tuple(run.PRESETS) and cli.TEACHER_GRIDS == run.TEACHER_GRIDS
+    assert cli.SMOOTHING_MASSES == run.SMOOTHING_MASSES and cli.VALIDATION_LOSSES == run.VALIDATION_LOSSES
+
+
 def test_the_model_help_names_every_network():
     from keras_ils.experiments import models
 
