@@ -27,7 +27,8 @@ import os
 import sys
 import warnings
 
-# Checked against keras_ils.experiments.pipeline by the tests; written out here so that parsing imports no TensorFlow
+# Checked against keras_ils.experiments.pipeline and .synthetic_protocol by the tests; written out here so that
+# parsing imports no TensorFlow
 ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
 TUNABLE_METHODS = ("ls", "ils1", "ils2", "ils")
 CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")
