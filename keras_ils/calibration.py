@@ -113,32 +113,56 @@ class TemperatureFit(NamedTuple):
     warning: str | None
 
 
+_BRACKET_WIDTH = 1e-13  # bisection stops once every bracket of log T is this narrow (T to 13 digits)
+
+
+def _class_major(logits):
+    """`[M, n, K]` -> `[K, M, n]` (contiguous): sums and maxima over classes become elementwise over slabs."""
+    return np.ascontiguousarray(np.moveaxis(logits, -1, 0))
+
+
 def _nll_slopes(inverse_temperatures, logits, true_logits):
-    """d/d(beta) of each model's mean NLL(softmax(beta * logits)): `E_p[z] - z_t`, increasing in beta; `[M]`."""
-    z = logits * inverse_temperatures[:, None, None]
-    z = z - z.max(axis=-1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(axis=-1, keepdims=True)
-    return np.mean((p * logits).sum(-1) - true_logits, axis=-1)
+    """d/d(beta) of each model's mean NLL(softmax(beta * logits)): `E_p[z] - z_t`, increasing in beta; `[M]`.
+
+    `logits` are class-major, `[K, M, n]` (`_class_major`).
+    """
+    z = logits * inverse_temperatures[:, None]
+    z -= z.max(axis=0)
+    p = np.exp(z, out=z)
+    return np.mean((p * logits).sum(axis=0) / p.sum(axis=0) - true_logits, axis=-1)
 
 
 def _mean_nll(inverse_temperatures, logits, true_logits):
-    z = logits * inverse_temperatures[:, None, None]
-    top = z.max(axis=-1)
-    log_normaliser = top + np.log(np.exp(z - top[..., None]).sum(axis=-1))
+    """Each model's mean NLL of softmax(beta * logits), `logits` class-major `[K, M, n]`; `[M]`."""
+    z = logits * inverse_temperatures[:, None]
+    top = z.max(axis=0)
+    z -= top
+    log_normaliser = top + np.log(np.exp(z, out=z).sum(axis=0))
     return np.mean(log_normaliser - inverse_temperatures[:, None] * true_logits, axis=-1)
 
 
-def _maximum_likelihood(logits, true_logits, low, high, iterations):
-    """The NLL is convex in `beta = 1 / T`: bisection on its derivative's sign, in log space; bounds when none."""
-    lo, hi = np.full(len(logits), np.log(1.0 / high)), np.full(len(logits), np.log(1.0 / low))
-    at_high = _nll_slopes(np.exp(lo), logits, true_logits) >= 0
-    at_low = _nll_slopes(np.exp(hi), logits, true_logits) <= 0
+def _bisect(increasing, lo, hi, iterations):
+    """Bisection on the sign of each model's `increasing(middle)` until every bracket is `_BRACKET_WIDTH` narrow."""
     for _ in range(iterations):
+        if np.all(hi - lo <= _BRACKET_WIDTH):
+            break
         middle = 0.5 * (lo + hi)
-        up = _nll_slopes(np.exp(middle), logits, true_logits) > 0
+        up = increasing(middle) > 0
         hi = np.where(up, middle, hi)
         lo = np.where(up, lo, middle)
+    return lo, hi
+
+
+def _maximum_likelihood(logits, true_logits, low, high, iterations):
+    """The NLL is convex in `beta = 1 / T`: bisection on its derivative's sign, in log space; bounds when none.
+
+    `logits` are class-major, `[K, M, n]` (`_class_major`).
+    """
+    models = logits.shape[1]
+    lo, hi = np.full(models, np.log(1.0 / high)), np.full(models, np.log(1.0 / low))
+    at_high = _nll_slopes(np.exp(lo), logits, true_logits) >= 0
+    at_low = _nll_slopes(np.exp(hi), logits, true_logits) <= 0
+    lo, hi = _bisect(lambda u: _nll_slopes(np.exp(u), logits, true_logits), lo, hi, iterations)
     temperature = np.exp(-0.5 * (lo + hi))
     return np.where(at_high, high, np.where(at_low, low, temperature))
 
@@ -147,11 +171,12 @@ def _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iteration
     """Minimises `n * mean NLL + (log T)^2 / (2 prior_scale^2)` over `log T` in `[log low, log high]`.
 
     A grid of `_GRID_POINTS` values of `u = log(1 / T)` brackets the minimum;
-    bisection on the objective's derivative in `u` refines it to machine
-    precision. Where the objective still falls at an end of the range (its
-    derivative's sign there), that end is returned exactly.
+    bisection on the objective's derivative in `u` refines it until the
+    bracket is `_BRACKET_WIDTH` wide. Where the objective still falls at an
+    end of the range (its derivative's sign there), that end is returned
+    exactly. `logits` are class-major, `[K, M, n]` (`_class_major`).
     """
-    n = logits.shape[1]
+    models, n = logits.shape[1:]
 
     def slope(u):  # d/du of the objective per example, u = log(1 / T) per model
         beta = np.exp(u)
@@ -159,16 +184,11 @@ def _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iteration
 
     grid = np.linspace(np.log(1.0 / high), np.log(1.0 / low), _GRID_POINTS)
     prior = lambda u: u**2 / (2.0 * prior_scale**2 * n)  # noqa: E731  (per example, like the mean NLL)
-    objective = np.stack([_mean_nll(np.full(len(logits), np.exp(u)), logits, true_logits) + prior(u) for u in grid])
+    objective = np.stack([_mean_nll(np.full(models, np.exp(u)), logits, true_logits) + prior(u) for u in grid])
     best = objective.argmin(axis=0)
-    lo, hi = grid[np.maximum(best - 1, 0)], grid[np.minimum(best + 1, _GRID_POINTS - 1)]
-    for _ in range(iterations):
-        middle = 0.5 * (lo + hi)
-        up = slope(middle) > 0
-        hi = np.where(up, middle, hi)
-        lo = np.where(up, lo, middle)
-    at_high = slope(np.full(len(logits), grid[0])) >= 0
-    at_low = slope(np.full(len(logits), grid[-1])) <= 0
+    lo, hi = _bisect(slope, grid[np.maximum(best - 1, 0)], grid[np.minimum(best + 1, _GRID_POINTS - 1)], iterations)
+    at_high = slope(np.full(models, grid[0])) >= 0
+    at_low = slope(np.full(models, grid[-1])) <= 0
     return np.where(at_high, high, np.where(at_low, low, np.exp(-0.5 * (lo + hi))))
 
 
@@ -215,11 +235,11 @@ def fit_temperatures(
     logits = np.asarray(logits, np.float64)
     labels = np.asarray(labels, np.int64)
     true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
-    return _solve(logits, true_logits, estimator, prior_scale, low, high, iterations)
+    return _solve(_class_major(logits), true_logits, estimator, prior_scale, low, high, iterations)
 
 
 def _solve(logits, true_logits, estimator, prior_scale, low, high, iterations=100):
-    """The estimator's `[M]` temperatures on checked float64 arrays."""
+    """The estimator's `[M]` temperatures on checked float64 arrays (`logits` class-major, `[K, M, n]`)."""
     if estimator == "map":
         return _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iterations)
     return _maximum_likelihood(logits, true_logits, low, high, iterations)
@@ -267,7 +287,7 @@ def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
 def _estimate(logits, labels, estimator, prior_scale, bounds) -> TemperatureFit:
     low, high = _check_estimator(estimator, prior_scale, bounds)
     logits, labels = _labels.outputs_and_labels(logits, labels)
-    logits, true_logits = logits[None], logits[np.arange(len(labels)), labels][None]
+    logits, true_logits = _class_major(logits[None]), logits[np.arange(len(labels)), labels][None]
     likelihood = float(_maximum_likelihood(logits, true_logits, *SEARCH_BOUNDS, iterations=100)[0])
     if estimator != "map" and (low, high) == SEARCH_BOUNDS:
         temperature = likelihood  # the unregularised fit is the estimate itself: not solved twice
