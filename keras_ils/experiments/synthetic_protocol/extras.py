@@ -54,19 +54,13 @@ def _softmax(z):
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def _model_logits(weights, model, x):
-    return vectorised.mlp_logits([(k[[model]], b[[model]]) for k, b in weights], x)[0]
-
-
 def teacher_probabilities(data, weights, chosen) -> dict:
     """Each Table 2 teacher's predicted probabilities on the replicate's training set, `{teacher: [n, K]}`."""
     x = data["train"].x
-    return {
-        "Bayes-Optimal": synthetic.bayes_probabilities(x),
-        "No LS": _softmax(_model_logits(weights, chosen[("No LS", False)], x)),
-        "Standard LS": _softmax(_model_logits(weights, chosen[("Standard LS", False)], x)),
-        "ILS": _softmax(_model_logits(weights, chosen[("ILS", False)], x)),
-    }
+    trained = DISTILLATION_TEACHERS[1:]  # the No LS, LS and ILS models the replicate chose
+    models = [chosen[(name, False)] for name in trained]
+    logits = vectorised.mlp_logits([(k[models], b[models]) for k, b in weights], x)
+    return {"Bayes-Optimal": synthetic.bayes_probabilities(x), **dict(zip(trained, map(_softmax, logits), strict=True))}
 
 
 def student_seeds(seed: int, replicates: int, shared_seeds: bool) -> list:
@@ -86,12 +80,11 @@ def student_seeds(seed: int, replicates: int, shared_seeds: bool) -> list:
 def score_students(data, weights) -> dict:
     """Test scores of the students (`len(DISTILLATION_TEACHERS)` per replicate, replicate-major): `{teacher: [...]}`."""
     count = len(DISTILLATION_TEACHERS)
+    logits = vectorised.mlp_logits(weights, np.repeat(np.stack([r["test"].x for r in data]), count, axis=0))
     out = {name: [] for name in DISTILLATION_TEACHERS}
     for r, replicate in enumerate(data):
         test = replicate["test"]
-        rows = np.arange(r * count, (r + 1) * count)
-        logits = vectorised.mlp_logits([(k[rows], b[rows]) for k, b in weights], test.x)
-        for name, z in zip(DISTILLATION_TEACHERS, logits, strict=True):
+        for name, z in zip(DISTILLATION_TEACHERS, logits[r * count : (r + 1) * count], strict=True):
             out[name].append(scores(z, test.y, test.dense))
     return out
 
@@ -121,14 +114,17 @@ def probability_counts(probabilities) -> dict:
     )
 
 
-def add_histograms(histograms, data, weights, chosen, per_replicate) -> None:
-    """Adds the replicate's test-set counts for Fig. 2: Bayes-optimal, No LS, and LS + TempS (with its temperature)."""
+def add_histograms(histograms, data, test_logits, chosen, per_replicate) -> None:
+    """Adds the replicate's test-set counts for Fig. 2: Bayes-optimal, No LS, and LS + TempS (with its temperature).
+
+    `test_logits` are `{model index: [n_test, K]}` (what `scoring.replicate_rows` returns).
+    """
     test = data["test"]
     ls_temperature = per_replicate[row_key(("Standard LS", True))][-1]["temps"]
     probabilities = dict(
         bayes=synthetic.bayes_probabilities(test.x),
-        no_ls=_softmax(_model_logits(weights, chosen[("No LS", False)], test.x)),
-        ls_temps=_softmax(_model_logits(weights, chosen[("Standard LS", True)], test.x) / ls_temperature),
+        no_ls=_softmax(test_logits[chosen[("No LS", False)]]),
+        ls_temps=_softmax(test_logits[chosen[("Standard LS", True)]] / ls_temperature),
     )
     for model, p in probabilities.items():
         for kind, counts in probability_counts(p).items():

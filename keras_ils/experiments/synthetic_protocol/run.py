@@ -231,9 +231,10 @@ def run_replicates(
         # 4. selection and test metrics, replicate by replicate; Fig. 2's counts and Table 2's teachers
         for i, r in enumerate(reps):
             weights = _replicate_weights(first_stage, r, len(free), second_stage, i, len(taught))
-            replicate_rows(data[r], free + taught, weights, teacher_t[r], per_replicate, curves, estimator)
-            chosen = {row: extras.chosen_model(free + taught, per_replicate, row) for row in extras.USED_ROWS}
-            extras.add_histograms(histograms, data[r], weights, chosen, per_replicate)
+            configs = free + taught
+            test_logits = replicate_rows(data[r], configs, weights, teacher_t[r], per_replicate, curves, estimator)
+            chosen = {row: extras.chosen_model(configs, per_replicate, row) for row in extras.USED_ROWS}
+            extras.add_histograms(histograms, data[r], test_logits, chosen, per_replicate)
             distillation_teachers.append(extras.teacher_probabilities(data[r], weights, chosen))
         if log:
             log(f"ILS models of replicates {reps[-1] + 1}/{replicates}: {_progress(trained, planned, started)}")

@@ -64,6 +64,11 @@ def replicate_rows(data, configs, weights, teacher_temperature, per_replicate, c
         teacher_temperature: the teacher's `T*`.
         per_replicate: `{row key: [...]}`; each row's scores are appended.
         curves: `empty_curves`' sums, added to.
+
+    Returns:
+        `{model index: test logits [n_test, K]}` of every model it scored (each
+        row's chosen model, the No LS teacher and the LS models), for the
+        figures that read them (`extras.add_histograms`).
     """
     temperatures, chosen = _choose(data["val"], configs, weights, temperature_estimator)
     ls_models = [i for i, (name, _) in enumerate(configs) if name.startswith("Standard LS")]
@@ -73,6 +78,7 @@ def replicate_rows(data, configs, weights, teacher_temperature, per_replicate, c
     )
     _append_test_rows(data, configs, temperatures, chosen, test_logits, per_replicate)
     _add_curve_sums(data, weights, ls_models, test_logits, teacher_temperature, curves)
+    return test_logits
 
 
 def _nll(logits, labels):
