@@ -11,6 +11,10 @@ first call of each shape pays XLA's compile.
 
 `TF_ENABLE_ONEDNN_OPTS=0` in the environment makes `jit_compile="auto"` pick whole-epoch XLA
 (`vectorised.whole_epoch_xla()`); `XLA_FLAGS=--xla_cpu_use_thunk_runtime=false` selects XLA's older CPU runtime.
+
+cProfile charges every Python call, so stages made of many small calls (the trainer's pool refills, eager
+TensorFlow ops) look larger here than they are: `benchmarks/synthetic_stages.py` gives each stage's wall clock
+without a profiler.
 """
 
 import argparse
