@@ -164,9 +164,9 @@ def mlp_logits(weights, x, *, batch_size: int = 1024) -> np.ndarray:
     """Logits `[M, n, K]` of stacked MLPs on `x` (`[M, n, d]` per model, or `[n, d]` shared).
 
     The forward pass is compiled with XLA, `batch_size` points of every
-    model at a time (the model count padded to a multiple of 8 and the last
-    batch to `batch_size` points with zeros, so one shape serves a whole
-    protocol).
+    model at a time; the model count is padded to a multiple of 8, and the
+    points to whole batches (fewer than `batch_size` points: to the next power
+    of two), with zeros, so that few shapes are ever compiled.
 
     Example:
 
@@ -174,13 +174,14 @@ def mlp_logits(weights, x, *, batch_size: int = 1024) -> np.ndarray:
     >>> mlp_logits(w, np.zeros((5, 2), np.float32)).shape
     (2, 5, 3)
     """
+    integer_at_least("batch_size", batch_size, 1)
     x = np.asarray(x, np.float32)
     num_models, n = weights[0][0].shape[0], x.shape[-2]
     padded = -(-num_models // _MODEL_MULTIPLE) * _MODEL_MULTIPLE
     params = [tuple(tf.constant(_padded_rows(w, padded)) for w in pair) for pair in weights]
     if x.ndim == 2:
         x = np.broadcast_to(x, (num_models,) + x.shape)
-    batch = min(batch_size, n)
+    batch = min(batch_size, 1 << (n - 1).bit_length())
     out = np.empty((num_models, n, weights[-1][1].shape[-1]), np.float32)
     for start in range(0, n, batch):
         chunk = np.zeros((padded, batch, x.shape[-1]), np.float32)

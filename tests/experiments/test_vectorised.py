@@ -296,6 +296,12 @@ class TestInitialWeights:
         a = vectorised.initial_weights([4, 5], 2, 3)
         b = vectorised.initial_weights([5], 2, 3)
         np.testing.assert_array_equal(a[2][0][1], b[2][0][0])
+        repeated = vectorised.initial_weights([5, 4, 5], 2, 3, scheme="pytorch")  # a seed drawn once, rows shared
+        alone = vectorised.initial_weights([5], 2, 3, scheme="pytorch")
+        for (kernel, bias), (kernel_alone, bias_alone) in zip(repeated, alone, strict=True):
+            for row in (0, 2):
+                np.testing.assert_array_equal(kernel[row], kernel_alone[0])
+                np.testing.assert_array_equal(bias[row], bias_alone[0])
 
 
 def test_mlp_logits_match_keras_predict():
