@@ -17,7 +17,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils import _labels, calibrators
-from keras_ils._checks import invalid, odir_refused, positive
+from keras_ils._checks import integer_at_least, invalid, odir_refused, positive
 from keras_ils.data import predict_with_labels
 
 
@@ -222,6 +222,8 @@ def fit_temperatures(
 
     Every estimator of `fit_temperature`, vectorised over models (float64);
     no warnings and no status (use `estimate_temperature` for one model's).
+    `iterations` caps the bisection's halvings of each log-T bracket; it
+    stops earlier, once every bracket is 1e-13 wide (T to 13 digits).
 
     Example:
 
@@ -232,6 +234,7 @@ def fit_temperatures(
     [3.0, 0.5]
     """
     low, high = _check_estimator(estimator, prior_scale, bounds)
+    integer_at_least("iterations", iterations, 1)
     logits = np.asarray(logits, np.float64)
     labels = np.asarray(labels, np.int64)
     true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]

@@ -160,6 +160,20 @@ class TestFitTemperatures:
             want = _scipy_optimum(_nll if estimator == "mle" else _map_objective, args)
             assert abs(got[model] - want) / want < 1e-5
 
+    @pytest.mark.parametrize("iterations", [0, -3, 2.5, True])
+    def test_bad_iterations(self, iterations):
+        with pytest.raises(ValueError, match="Invalid value for argument `iterations`"):
+            fit_temperatures(np.zeros((1, 2, 2)), [[0, 1]], iterations=iterations)
+
+    def test_few_iterations_leave_a_coarser_fit_and_enough_reach_the_scipy_optimum(self):
+        rng = np.random.default_rng(2)
+        labels = rng.integers(0, 3, (1, 150))
+        logits = 3.0 * (rng.normal(size=(1, 150, 3)) + 2 * np.eye(3)[labels])
+        want = _scipy_optimum(_nll, (logits[0], labels[0]))
+        coarse = fit_temperatures(logits, labels, estimator="mle", iterations=3)[0]
+        assert 1e-3 < abs(coarse - want) / want < 0.5  # 3 halvings of log T in [log 0.01, log 100]: a bracket 1.15 wide
+        assert abs(fit_temperatures(logits, labels, estimator="mle")[0] - want) / want < 1e-6
+
     def test_separated_and_reversed_models_stop_at_the_bounds_under_mle(self):
         separated = np.array([[[10.0, -10.0], [-10.0, 10.0]], [[-10.0, 10.0], [10.0, -10.0]]])
         labels = np.array([[0, 1], [0, 1]])
