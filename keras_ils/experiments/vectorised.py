@@ -177,24 +177,18 @@ def mlp_logits(weights, x, *, batch_size: int = 1024) -> np.ndarray:
     integer_at_least("batch_size", batch_size, 1)
     x = np.asarray(x, np.float32)
     num_models, n = weights[0][0].shape[0], x.shape[-2]
-    padded = -(-num_models // _MODEL_MULTIPLE) * _MODEL_MULTIPLE
-    params = [tuple(tf.constant(_padded_rows(w, padded)) for w in pair) for pair in weights]
-    if x.ndim == 2:
-        x = np.broadcast_to(x, (num_models,) + x.shape)
+    extra_models = -num_models % _MODEL_MULTIPLE
+    params = [
+        tuple(
+            tf.constant(np.pad(np.asarray(w, np.float32), [(0, extra_models)] + [(0, 0)] * (np.ndim(w) - 1)))
+            for w in pair
+        )
+        for pair in weights
+    ]
     batch = min(batch_size, 1 << (n - 1).bit_length())
-    out = np.empty((num_models, n, weights[-1][1].shape[-1]), np.float32)
-    for start in range(0, n, batch):
-        chunk = np.zeros((padded, batch, x.shape[-1]), np.float32)
-        stop = min(start + batch, n)
-        chunk[:num_models, : stop - start] = x[:, start:stop]
-        out[:, start:stop] = _compiled_forward(params, tf.constant(chunk)).numpy()[:num_models, : stop - start]
-    return out
-
-
-def _padded_rows(array, rows):
-    """`array` with zero rows appended along its first axis up to `rows`."""
-    array = np.asarray(array, np.float32)
-    return np.concatenate([array, np.zeros((rows - len(array),) + array.shape[1:], np.float32)])
+    x = np.pad(np.broadcast_to(x, (num_models, n, x.shape[-1])), [(0, extra_models), (0, -n % batch), (0, 0)])
+    logits = [_compiled_forward(params, tf.constant(x[:, s : s + batch])).numpy() for s in range(0, n, batch)]
+    return np.concatenate(logits, axis=1)[:num_models, :n]
 
 
 _EPOCH_FUNCTIONS = {}
