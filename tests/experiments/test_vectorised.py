@@ -314,6 +314,8 @@ def test_mlp_logits_match_keras_predict():
     per_model = vectorised.mlp_logits(weights, np.stack([x, x[::-1]]))
     # float32 sums in another batch layout differ by ~1e-7; another model's logits would differ by ~0.1
     np.testing.assert_allclose(per_model[1], logits[1][::-1], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="Invalid value for argument `batch_size`"):
+        vectorised.mlp_logits(weights, x, batch_size=0)
 
 
 def test_epoch_order_is_a_seeded_permutation():
