@@ -1,37 +1,50 @@
-"""keras_ils: Instance-based Label Smoothing (Maher & Kull, ICMLA 2021) for Keras 3.
+"""keras_ils: calibrated Keras classifiers, with Instance-based Label Smoothing (Maher & Kull, ICMLA 2021).
 
-The method, what a Keras user imports: the public names live here, and `keras_ils.metrics`,
-`keras_ils.calibrators`, `keras_ils.baselines`, `keras_ils.distillation`, `keras_ils.evaluation` and
-`keras_ils.tuning` are the homes of their own families. The paper's experiment machinery (synthetic task,
-datasets by name, model zoo and recipes, the many-students trainer, the pipeline behind `keras-ils`, the
-synthetic protocol) is `keras_ils.experiments`, built on this library and never imported by it.
+The names users type live here. Each family has its own home:
+`keras_ils.losses`, `keras_ils.metrics`, `keras_ils.calibration` (temperature
+scaling and the maps beyond it), `keras_ils.methods` (the registry of
+comparison methods), `keras_ils.baselines`, `keras_ils.distillation`,
+`keras_ils.evaluation`, `keras_ils.plots` and `keras_ils.tuning` (KerasTuner).
+`import keras_ils` costs what `import keras` costs: KerasTuner loads on the
+first use of `keras_ils.tuning`, matplotlib on the first plot. The paper's
+experiment machinery is `keras_ils.experiments`, built on this library and
+never imported by it.
 """
 
-from keras_ils import baselines, calibrators, distillation, evaluation, metrics, tuning
+import importlib
+
+from keras_ils import baselines, calibration, distillation, evaluation, losses, methods, metrics, plots
 from keras_ils.calibration import (
-    TemperatureFit,
-    TemperatureFitWarning,
-    TemperatureScaling,
-    calibrate,
-    estimate_temperature,
-    fit_temperature,
-)
-from keras_ils.calibrators import (
     CalibratorFit,
     CalibratorFitWarning,
     DirichletCalibration,
     MatrixScaling,
+    TemperatureFit,
+    TemperatureFitWarning,
+    TemperatureScaling,
     VectorScaling,
+    calibrate,
+    estimate_temperature,
     fit_calibrator,
+    fit_temperature,
 )
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
-from keras_ils.losses import ILSLoss
+from keras_ils.losses import ILSLoss, ils_crossentropy
 from keras_ils.plots import reliability_diagram
 from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
 from keras_ils.teacher import OnlineTeacher, StaleCacheError, TeacherLogits, compute_teacher_logits
 
 __version__ = "0.2.0"
+
+_LAZY_MODULES = ("tuning",)  # they import KerasTuner
+
+
+def __getattr__(name):
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"keras_ils.{name}")
+    raise AttributeError(f"module 'keras_ils' has no attribute {name!r}")
+
 
 __all__ = [
     "CalibratorFit",
@@ -48,16 +61,20 @@ __all__ = [
     "VectorScaling",
     "baselines",
     "calibrate",
-    "calibrators",
+    "calibration",
     "compute_teacher_logits",
     "distillation",
-    "evaluate",
     "estimate_temperature",
+    "evaluate",
     "evaluation",
     "fit_calibrator",
     "fit_temperature",
+    "ils_crossentropy",
     "ils_targets",
+    "losses",
+    "methods",
     "metrics",
+    "plots",
     "reliability_diagram",
     "smoothing_factor",
     "teacher_targets",

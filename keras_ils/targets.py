@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Literal, get_args
 
 import keras
 from keras import ops
@@ -39,7 +40,22 @@ from keras import ops
 from keras_ils import _labels
 from keras_ils._checks import invalid
 
-METHODS = ("none", "ls", "ils1", "ils2", "ils")
+__all__ = [
+    "FAMILIES",
+    "METHODS",
+    "METHOD_HYPERPARAMETERS",
+    "Family",
+    "Method",
+    "ils_targets",
+    "smoothing_factor",
+    "targets_from_one_hot",
+    "teacher_targets",
+    "validate_hyperparameters",
+]
+
+# The target formulas `ILSLoss(method=...)` computes (the comparison methods built on them: `keras_ils.methods`).
+Method = Literal["none", "ls", "ils1", "ils2", "ils"]
+METHODS = get_args(Method)
 # The hyperparameters each method reads, in the order a grid enumerates them (tuning and reports use this table).
 METHOD_HYPERPARAMETERS = {
     "none": (),
@@ -48,7 +64,8 @@ METHOD_HYPERPARAMETERS = {
     "ils2": ("epsilon", "temperature"),
     "ils": ("p1", "p2", "temperature"),
 }
-FAMILIES = ("quadratic", "sinusoidal")
+Family = Literal["quadratic", "sinusoidal"]  # ILS1's smoothing curve
+FAMILIES = get_args(Family)
 
 _DEFAULTS = dict(epsilon=0.1, p1=0.9, p2=1.0, temperature=1.0, max_epsilon=0.2, family="quadratic")
 

@@ -375,7 +375,7 @@ class TestTune:
         ils1 = results["rows"][4]
         assert ils1["trials"] == 2 and set(ils1["hyperparameters"]) == {"p1", "p2"}
         assert ils1["hyperparameters"]["p1"] in grid["p1"] and ils1["hyperparameters"]["p2"] in grid["p2"]
-        assert results["rows"][2]["hyperparameters"]["epsilon"] in tuning.GRIDS["synthetic"]["epsilon"]
+        assert results["rows"][2]["hyperparameters"]["epsilon"] in tuning.make_search_space("ls", "synthetic")["epsilon"]
         assert ils1["temperature"] == 1.0 and results["rows"][5]["temperature"] > 0
         printed = capsys.readouterr()
         assert "LS: 2 trials, best validation NLL" in printed.out and "ILS1 + TempS" in printed.out

@@ -1,12 +1,13 @@
 import pytest
 
-from keras_ils import tuning
+from keras_ils import methods
 from keras_ils.experiments import synthetic_protocol
 
 
 def test_grids_are_the_appendix_grids_and_counts():
     grid = synthetic_protocol.grids()
-    assert grid == {name: tuple(values) for name, values in tuning.GRIDS["synthetic"].items()}
+    appendix = {**methods.get("ils").grid("synthetic"), **methods.get("ls").grid("synthetic")}
+    assert grid == {name: tuple(appendix[name]) for name in grid} and set(grid) == set(appendix)
     assert grid["epsilon"] == (0.001, 0.005, 0.01, 0.03, 0.05, 0.07, 0.09, 0.11, 0.13, 0.15, 0.17, 0.19)
     free, taught = synthetic_protocol.model_configs(grid)
     methods = [name for name, _ in free + taught]

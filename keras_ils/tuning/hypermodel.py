@@ -1,32 +1,9 @@
-"""KerasTuner searches over the ILS hyperparameters (P1, P2, T) and the LS smoothing factor.
-
-The hyperparameters live in the loss, so a trial changes only `ILSLoss(...)`:
-the teacher's cached logits travel inside the training targets
-(`keras_ils.data.with_teacher_targets`) and every trial reads the same ones;
-no trial runs the teacher. `ILSHyperModel` is an ordinary
-`keras_tuner.HyperModel`, so `GridSearch` (the paper's exhaustive protocol),
-`RandomSearch`, `BayesianOptimization` and `Hyperband` use it unchanged,
-KerasTuner's directory makes a search resumable after a crash, and its
-distributed mode (one chief oracle, `KERASTUNER_*` environment variables)
-spreads the trials over processes or machines. Those four tuners are
-`keras_ils.tuners`' subclasses of KerasTuner's, same arguments, whose search
-survives a kill at any moment; this module re-exports them
-(`keras_ils.tuning.GridSearch`, ...).
+"""`ILSHyperModel`: a KerasTuner hypermodel whose trials differ only in the loss's hyperparameters; `tuner_for`.
 
 The objective is the student's validation cross-entropy against HARD labels
 at its best epoch (`OBJECTIVE`, the `val_nll` that
 `keras_ils.metrics.NegativeLogLikelihood` logs): `val_loss` would be the
 smoothed loss for LS.
-
-Grids (paper §5 and appendix A):
-
-| method | `"paper"` (real data)                       | `"synthetic"` (appendix)                       |
-|--------|--------------------------------------------|------------------------------------------------|
-| LS     | eps {0.01, 0.05, 0.1, 0.15, 0.2}           | eps {0.001, 0.005, 0.01, 0.03, 0.05, ..., 0.19} |
-| ILS1   | P1 {0.975, 0.95, 0.925, 0.9, 0.85} x       | P1 {0.75, 0.775, 0.8, 0.825, 0.85} x           |
-|        | P2 {0.75, 1, 1.25, 1.5, 2}                 | P2 {0.75, 1, 1.25, 1.5, 1.75, 2}               |
-| ILS2   | eps x T {1, 2, 4, 8, 16}                   | eps x T {1, 2, 4, 6}                           |
-| ILS    | P1 x P2 x T                                | P1 x P2 x T                                    |
 """
 
 from __future__ import annotations
@@ -37,90 +14,14 @@ import keras
 import keras_tuner
 import tensorflow as tf
 
-from keras_ils import calibration
-from keras_ils import targets as _targets
+from keras_ils import calibration, methods
 from keras_ils._checks import integer_at_least, invalid
-from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
-from keras_ils.targets import validate_hyperparameters
-from keras_ils.tuners import BayesianOptimization, GridSearch, Hyperband, RandomSearch, ResumableGridSearchOracle
+from keras_ils.tuning.tuners import BayesianOptimization, GridSearch, Hyperband, RandomSearch
 
-__all__ = [
-    "ALGORITHMS",
-    "GRIDS",
-    "METHOD_HYPERPARAMETERS",
-    "OBJECTIVE",
-    "BayesianOptimization",  # the kill-safe tuners live in keras_ils.tuners; this is their home for users
-    "GridSearch",
-    "Hyperband",
-    "ILSHyperModel",
-    "RandomSearch",
-    "ResumableGridSearchOracle",
-    "best_student",
-    "make_search_space",
-    "tuner_for",
-]
+__all__ = ["ALGORITHMS", "OBJECTIVE", "ILSHyperModel", "best_student", "tuner_for"]
 
 OBJECTIVE = keras_tuner.Objective("val_nll", direction="min")
-
-# The tunable methods (No LS has nothing to tune) and the hyperparameters each reads, in grid order.
-METHOD_HYPERPARAMETERS = {method: names for method, names in _targets.METHOD_HYPERPARAMETERS.items() if names}
-_SYNTHETIC_EPSILONS = (0.001, 0.005, 0.01) + tuple(round(0.03 + 0.02 * i, 3) for i in range(9))
-GRIDS = {
-    "paper": {
-        "epsilon": (0.01, 0.05, 0.1, 0.15, 0.2),
-        "p1": (0.975, 0.95, 0.925, 0.9, 0.85),
-        "p2": (0.75, 1.0, 1.25, 1.5, 2.0),
-        "temperature": (1.0, 2.0, 4.0, 8.0, 16.0),
-    },
-    "synthetic": {
-        "epsilon": _SYNTHETIC_EPSILONS,
-        "p1": (0.75, 0.775, 0.8, 0.825, 0.85),
-        "p2": (0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
-        "temperature": (1.0, 2.0, 4.0, 6.0),
-    },
-}
-
-
-def make_search_space(method: str, grid="paper") -> dict:
-    """The values a search tries for `method`: a named grid, or your own, checked.
-
-    Args:
-        method: `"ls"`, `"ils1"`, `"ils2"` or `"ils"`.
-        grid: `"paper"` (real-data grids, paper §5), `"synthetic"` (appendix A),
-            or a dict `{hyperparameter: values}` holding exactly the method's
-            hyperparameters (`METHOD_HYPERPARAMETERS`); one value fixes it.
-
-    Returns:
-        `{hyperparameter: tuple of floats}`.
-
-    Example:
-
-    >>> make_search_space("ils2", "synthetic")["temperature"]
-    (1.0, 2.0, 4.0, 6.0)
-    >>> make_search_space("ils1", {"p1": [0.9], "p2": [1, 2]})
-    {'p1': (0.9,), 'p2': (1.0, 2.0)}
-    """
-    if method not in METHOD_HYPERPARAMETERS:
-        raise invalid("method", f"one of {tuple(METHOD_HYPERPARAMETERS)} (No LS has nothing to tune)", method)
-    names = METHOD_HYPERPARAMETERS[method]
-    if isinstance(grid, str):
-        if grid not in GRIDS:
-            raise invalid("search_space", f"one of {tuple(GRIDS)} or a dict of values", grid)
-        grid = {name: GRIDS[grid][name] for name in names}
-    if not isinstance(grid, dict) or set(grid) != set(names):
-        got = sorted(grid) if isinstance(grid, dict) else grid
-        raise invalid("search_space", f"a grid name or a dict with exactly the keys {list(names)} for {method!r}", got)
-    space = {}
-    for name in names:
-        values = grid[name]
-        values = (values,) if isinstance(values, (int, float)) else tuple(values)
-        if not values:
-            raise invalid("search_space", f"at least one value for `{name}`", grid)
-        for value in values:
-            validate_hyperparameters(method, **{name: value})
-        space[name] = tuple(float(value) for value in values)
-    return space
 
 
 def _logged_names(model) -> set:
@@ -131,13 +32,14 @@ def _logged_names(model) -> set:
 
 
 class ILSHyperModel(keras_tuner.HyperModel):
-    """A `keras_tuner.HyperModel` whose trials differ only in the ILS/LS loss's hyperparameters.
+    """A `keras_tuner.HyperModel` whose trials differ only in the loss's hyperparameters (ILS, LS or yours).
 
     `build_model(hp)` returns your student, compiled with the optimizer and
     metrics you want (it may tune more of `hp`, such as the learning rate).
     `build` then compiles it again with the same optimizer and metrics, the
     hard-label `keras_ils.metrics.NegativeLogLikelihood` (`"nll"`) added, and
-    the loss replaced by `ILSLoss(method, **the trial's values)`. Train on
+    the loss replaced by the method's loss with the trial's values
+    (`keras_ils.methods.get(method).loss(num_classes, **values)`). Train on
     data from `keras_ils.data.with_teacher_targets` (the cached, calibrated
     teacher) and validate on hard labels. `fit` adds early stopping on the
     objective (best epoch restored) unless you pass an `EarlyStopping`.
@@ -159,8 +61,11 @@ class ILSHyperModel(keras_tuner.HyperModel):
     Args:
         build_model: `hp -> compiled keras.Model` with `num_classes` logits.
         num_classes: the class count `K` of the data.
-        method: `"ls"`, `"ils1"`, `"ils2"` or `"ils"`. Defaults to `"ils"`.
-        search_space: `"paper"`, `"synthetic"` or a dict, see `make_search_space`.
+        method: a tunable id of the `keras_ils.methods` registry
+            (`methods.ids(tunable=True)`: `"ls"`, `"ils1"`, `"ils2"`, `"ils"`
+            and any you register). Defaults to `"ils"`.
+        search_space: `"paper"`, `"synthetic"` or a dict, see
+            `keras_ils.methods.make_search_space`.
             Defaults to `"paper"`.
         objective: the metric trials are compared on, a `keras_tuner.Objective`
             or the name of a metric to minimise; give the tuner
@@ -172,8 +77,8 @@ class ILSHyperModel(keras_tuner.HyperModel):
             initial weights (and, with a dataset function, see the same
             batches) and differ only in their hyperparameters. Defaults to
             `None`.
-        loss_options: further `ILSLoss` arguments shared by all trials
-            (`max_epsilon`, `family`). Defaults to `None`.
+        loss_options: further loss arguments shared by all trials (for
+            `ILSLoss`: `max_epsilon`, `family`). Defaults to `None`.
 
     Example:
 
@@ -213,14 +118,17 @@ class ILSHyperModel(keras_tuner.HyperModel):
         self.build_model = build_model
         self.num_classes = integer_at_least("num_classes", num_classes, 2)
         self.method = method
-        self.space = make_search_space(method, search_space)
+        self.space = methods.make_search_space(method, search_space)
         self.objective = keras_tuner.Objective(objective, "min") if isinstance(objective, str) else objective
         if not isinstance(self.objective, keras_tuner.Objective):
             raise TypeError(f"Argument `objective` must be a str or a keras_tuner.Objective. Received: {objective!r}")
         self.patience = None if patience is None else integer_at_least("patience", patience, 1)
         self.seed = seed
         self.loss_options = dict(loss_options or {})
-        ILSLoss(method, **self.loss_options)  # bad options fail here, not in a trial
+        self._loss({name: values[0] for name, values in self.space.items()})  # bad options fail here, not in a trial
+
+    def _loss(self, values):
+        return methods.get(self.method).loss(self.num_classes, **values, **self.loss_options)
 
     def build(self, hp):
         values = {name: hp.Choice(name, values, ordered=True) for name, values in self.space.items()}
@@ -232,7 +140,7 @@ class ILSHyperModel(keras_tuner.HyperModel):
         metrics = list(config.get("metrics") or [])
         if not any(isinstance(metric, NegativeLogLikelihood) for metric in metrics):
             metrics.append(NegativeLogLikelihood(from_logits=True))
-        config.update(loss=ILSLoss(self.method, **values, **self.loss_options), metrics=metrics)
+        config.update(loss=self._loss(values), metrics=metrics)
         model.compile(**config)
         if model.built and not model.optimizer.built:
             # built here, Keras traces the train step once per trial; built inside it, tf.function traces twice
@@ -250,7 +158,7 @@ class ILSHyperModel(keras_tuner.HyperModel):
         if not model.compiled:
             raise ValueError(
                 "`build_model` must return a compiled model (its optimizer and metrics are kept, the loss is "
-                f"replaced by ILSLoss). Received an uncompiled model {model.name!r}; call `model.compile(...)`."
+                f"replaced by the method's). Received an uncompiled model {model.name!r}; call `model.compile(...)`."
             )
         try:
             outputs = model.output_shape[-1]
@@ -326,7 +234,7 @@ def tuner_for(
             `"bayesian"` (`BayesianOptimization`) or `"hyperband"`
             (`Hyperband`, budgeted by `max_epochs`, not `max_trials`): the
             subclasses of the KerasTuner tuners of those names whose state
-            survives a kill at any moment (`keras_ils.tuners`, re-exported here).
+            survives a kill at any moment (`keras_ils.tuning.tuners`, re-exported here).
         hypermodel: an `ILSHyperModel`; its objective is the tuner's.
         directory, project_name: where KerasTuner keeps its state; a search
             started again on the same place skips the trials it completed.

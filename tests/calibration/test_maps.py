@@ -346,4 +346,4 @@ class TestBadInput:
 
 def test_exported_at_top_level():
     for name in ("VectorScaling", "MatrixScaling", "DirichletCalibration", "fit_calibrator", "CalibratorFit"):
-        assert getattr(keras_ils, name) is getattr(keras_ils.calibrators, name)
+        assert getattr(keras_ils, name) is getattr(keras_ils.calibration, name)

@@ -1,4 +1,4 @@
-"""`ILSLoss`: cross-entropy against no-LS, LS, ILS1, ILS2 or ILS targets.
+"""`ILSLoss` and `ils_crossentropy`: cross-entropy against no-LS, LS, ILS1, ILS2 or ILS targets.
 
 `from_logits` defaults differ on purpose: `True` for the loss (as for the
 calibration layers, `keras_ils.calibrate` and `keras_ils.evaluate`), `False`
@@ -19,6 +19,64 @@ from keras import ops
 
 from keras_ils import _labels
 from keras_ils import targets as _targets
+
+__all__ = ["ILSLoss", "ils_crossentropy"]
+
+
+def ils_crossentropy(
+    y_true,
+    y_pred,
+    method: _targets.Method = "ils",
+    epsilon: float = 0.1,
+    p1: float = 0.9,
+    p2: float = 1.0,
+    temperature: float = 1.0,
+    max_epsilon: float = 0.2,
+    family: _targets.Family = "quadratic",
+    from_logits: bool = True,
+):
+    """Per-example cross-entropy against the targets of `method`; the function behind `ILSLoss`.
+
+    `y_true` is read as `ILSLoss` reads it: teacher targets
+    (`keras_ils.teacher_targets`, `[batch, 2K]`), sparse labels or one-hot /
+    soft rows. The arguments are `ILSLoss`'s; no reduction or weighting.
+
+    Returns:
+        `[batch]` losses.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_ils
+    >>> y = keras_ils.teacher_targets([0], np.log([[0.7, 0.2, 0.1]]))
+    >>> logits = np.log([[0.9, 0.0667, 0.0333]])
+    >>> np.round(keras.ops.convert_to_numpy(ils_crossentropy(y, logits, method="ils2", epsilon=0.1)), 4).tolist()
+    [0.3887]
+    """
+    hyperparameters = _targets.validate_hyperparameters(method, epsilon, p1, p2, temperature, max_epsilon, family)
+    return _crossentropy(y_true, y_pred, hyperparameters, from_logits)
+
+
+def _crossentropy(y_true, y_pred, hyperparameters, from_logits):
+    """`ils_crossentropy` on checked hyperparameters (`validate_hyperparameters`' dict)."""
+    y_pred = ops.convert_to_tensor(y_pred)
+    y_true = ops.convert_to_tensor(y_true, dtype=y_pred.dtype)
+    num_classes = y_pred.shape[-1]
+    kind = _labels.y_true_kind(y_true, num_classes, len(y_pred.shape))
+    if kind == "dense":
+        smoothed = hyperparameters["method"] == "ls"  # Keras' `label_smoothing`: one formula on one-hot and soft rows
+        targets = _targets.targets_from_one_hot(y_true, **hyperparameters) if smoothed else y_true
+    elif kind == "teacher":
+        one_hot, teacher_logits = _labels.split_teacher_targets(y_true, num_classes)
+        targets = _targets.targets_from_one_hot(one_hot, teacher_logits, **hyperparameters)
+    else:
+        labels = _labels.hard_labels(y_true, num_classes, len(y_pred.shape))
+        hard_method = "ls" if hyperparameters["method"] == "ls" else "none"
+        targets = _targets.targets_from_one_hot(
+            ops.one_hot(labels, num_classes), method=hard_method, epsilon=hyperparameters["epsilon"]
+        )
+    targets = ops.cast(targets, y_pred.dtype)
+    return ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -93,13 +151,13 @@ class ILSLoss(keras.losses.Loss):
 
     def __init__(
         self,
-        method: str = "ils",
+        method: _targets.Method = "ils",
         epsilon: float = 0.1,
         p1: float = 0.9,
         p2: float = 1.0,
         temperature: float = 1.0,
         max_epsilon: float = 0.2,
-        family: str = "quadratic",
+        family: _targets.Family = "quadratic",
         from_logits: bool = True,
         reduction: str | None = "sum_over_batch_size",
         name: str = "ils_loss",
@@ -119,25 +177,7 @@ class ILSLoss(keras.losses.Loss):
         self.from_logits = bool(from_logits)
 
     def call(self, y_true, y_pred):
-        y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
-        num_classes = y_pred.shape[-1]
-        kind = _labels.y_true_kind(y_true, num_classes, len(y_pred.shape))
-        if kind == "dense":
-            smoothed = self.method == "ls"  # Keras' `label_smoothing`: the same formula on one-hot and soft rows
-            targets = _targets.targets_from_one_hot(y_true, **self._hyperparameters) if smoothed else y_true
-        elif kind == "teacher":
-            one_hot, teacher_logits = _labels.split_teacher_targets(y_true, num_classes)
-            targets = _targets.targets_from_one_hot(one_hot, teacher_logits, **self._hyperparameters)
-        else:
-            labels = _labels.hard_labels(y_true, num_classes, len(y_pred.shape))
-            hard_method = "ls" if self.method == "ls" else "none"
-            targets = _targets.targets_from_one_hot(
-                ops.one_hot(labels, num_classes),
-                method=hard_method,
-                epsilon=self._hyperparameters["epsilon"],
-            )
-        targets = ops.cast(targets, y_pred.dtype)
-        return ops.categorical_crossentropy(targets, y_pred, from_logits=self.from_logits)
+        return _crossentropy(ops.convert_to_tensor(y_true, dtype=self.dtype), y_pred, self._hyperparameters, self.from_logits)
 
     def get_config(self):
         config = super().get_config()
@@ -150,6 +190,6 @@ class ILSLoss(keras.losses.Loss):
             max_epsilon=self.max_epsilon,
             family=self.family,
             from_logits=self.from_logits,
-            dtype=self._dtype_policy.name,
+            dtype=self.dtype,
         )
         return config

@@ -14,7 +14,7 @@ builds) and changes only what is written to disk and how it is read back:
 - the temporary files of writes that a kill cut short are removed when the
   search is opened.
 
-They rely on some of KerasTuner's private members (`tests/test_tuners.py`
+They rely on some of KerasTuner's private members (`tests/tuning/test_tuners.py`
 lists them and checks them against the installed KerasTuner), hence the
 `keras-tuner<1.5` requirement. `keras_ils.tuning` re-exports the public names
 and `keras_ils.tuning.tuner_for` picks one by name.
@@ -30,6 +30,8 @@ import keras_tuner
 import tensorflow as tf
 
 from keras_ils._files import atomic_write, remove_interrupted_writes
+
+__all__ = ["BayesianOptimization", "GridSearch", "Hyperband", "RandomSearch", "ResumableGridSearchOracle"]
 
 
 def _remote(path) -> bool:
@@ -138,7 +140,7 @@ class _KillSafeTuner(keras_tuner.Tuner):
 
     def __init__(self, oracle, hypermodel=None, **kwargs):
         stock = self._oracle_class.__bases__[-1]
-        if type(oracle) is not stock:  # a KerasTuner whose tuner builds another oracle: see tests/test_tuners.py
+        if type(oracle) is not stock:  # a KerasTuner whose tuner builds another oracle: see tests/tuning/test_tuners.py
             raise TypeError(
                 f"`{type(self).__name__}` expects its KerasTuner namesake to build a `{stock.__name__}`. "
                 f"Received: {type(oracle).__name__}"

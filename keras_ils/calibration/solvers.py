@@ -1,40 +1,10 @@
-"""Calibration maps beyond temperature scaling: vector scaling, matrix scaling and Dirichlet calibration.
+"""Fitting the calibration maps of `keras_ils.calibration.maps` on validation outputs: `fit_calibrator`.
 
-Each map is a Keras layer: an affine map of the classifier's logits (or of its
-log-probabilities) whose softmax is the calibrated prediction. `fit_calibrator`
-fits one on validation outputs; `keras_ils.calibrate(model, data, method=...)`
-fits one and appends it to a model, as it does `TemperatureScaling`.
-
-| `method`      | layer                  | calibrated logits                      | parameters   |
-|---------------|------------------------|----------------------------------------|--------------|
-| `"vector"`    | `VectorScaling`        | `z * scale + bias`                     | `2K`         |
-| `"matrix"`    | `MatrixScaling`        | `z @ kernel + bias`, ODIR              | `K^2 + K`    |
-| `"dirichlet"` | `DirichletCalibration` | `log_softmax(z) @ kernel + bias`, ODIR | `K^2 + K`    |
-
-for logits `z [n, K]`. Matrix scaling and Dirichlet calibration are
-regularised with ODIR (off-diagonal and intercept regularisation, Kull et al.
-2019, §4): the fit minimises
-
-```
-mean_i -log softmax(calibrated logits_i)[y_i]
-    + off_diagonal_l2 / (K (K - 1)) * sum_{i != j} kernel_ij^2
-    + intercept_l2 / K * sum_j bias_j^2
-```
-
-(the diagonal is free, so the identity map costs nothing). Vector scaling is
-unregularised, as in Guo et al. (2017). The objectives are convex; the fit is
-an L-BFGS in float64 numpy from the identity map, to a gradient of `tolerance`.
-Kull et al. choose `off_diagonal_l2` and `intercept_l2` by cross-validation on
-the calibration set; the defaults (`0.01` each) are a weak regularisation.
-
-With `from_logits=False` a layer takes and returns probabilities: it reads
-`log(p)` (clipped at `keras.config.epsilon()`) as its input, so matrix scaling
-of probabilities is Dirichlet calibration.
-
-A fit that did not converge, whose map separates the validation set, or whose
-map is extreme (a parameter beyond `EXTREME_PARAMETER` in size) issues a
-`CalibratorFitWarning` (see `CalibratorFit.status`): none returns a map that
-overfits in silence.
+The objectives are convex; the fit is an L-BFGS in float64 numpy from the
+identity map, to a gradient of `tolerance`. A fit that did not converge, whose
+map separates the validation set, or whose map is extreme (a parameter beyond
+`EXTREME_PARAMETER` in size) issues a `CalibratorFitWarning` (see
+`CalibratorFit.status`): none returns a map that overfits in silence.
 """
 
 from __future__ import annotations
@@ -44,211 +14,15 @@ from typing import NamedTuple
 
 import keras
 import numpy as np
-from keras import ops
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, number_in, odir_refused
+from keras_ils.calibration.maps import DEFAULT_ODIR, LAYERS
 
-METHODS = ("vector", "matrix", "dirichlet")
-DEFAULT_ODIR = 0.01
+__all__ = ["EXTREME_PARAMETER", "METHODS", "CalibratorFit", "CalibratorFitWarning", "fit_calibrator"]
+
+METHODS = tuple(LAYERS)
 EXTREME_PARAMETER = 100.0  # a scale of 100 is a temperature of 0.01, the end of temperature scaling's search
-
-
-class _OffDiagonalL2:
-    """ODIR's kernel term, `strength / (K (K - 1)) * sum_{i != j} kernel_ij^2`, as a weight regulariser."""
-
-    def __init__(self, strength, num_classes):
-        self.factor = strength / (num_classes * (num_classes - 1))
-        self.off_diagonal = 1.0 - np.eye(num_classes, dtype="float32")
-
-    def __call__(self, kernel):
-        return self.factor * ops.sum(ops.square(kernel * ops.cast(self.off_diagonal, kernel.dtype)))
-
-
-class _CalibrationMap(keras.layers.Layer):
-    """Shared reading of the inputs and output of the affine calibration maps."""
-
-    _log_probabilities = False  # True: the map reads log_softmax(logits)
-
-    def __init__(self, from_logits: bool = True, **kwargs):
-        super().__init__(**kwargs)
-        self.from_logits = bool(from_logits)
-
-    def _num_classes(self, input_shape):
-        num_classes = input_shape[-1]
-        if num_classes is None or num_classes < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs inputs with a known number of classes K >= 2 in their last axis. "
-                f"Received input shape: {tuple(input_shape)}"
-            )
-        return num_classes
-
-    def call(self, inputs):
-        if not self.from_logits:
-            features = ops.log(ops.clip(inputs, keras.config.epsilon(), 1.0))
-        elif self._log_probabilities:
-            features = ops.log_softmax(inputs, axis=-1)
-        else:
-            features = inputs
-        outputs = self._map(features)
-        return outputs if self.from_logits else ops.softmax(outputs, axis=-1)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        return {**super().get_config(), "from_logits": self.from_logits}
-
-
-@keras.saving.register_keras_serializable(package="keras_ils")
-class VectorScaling(_CalibrationMap):
-    """Per-class scale and bias on logits (Guo et al., 2017): `logits * scale + bias`.
-
-    Initialised to the identity map (`scale = 1`, `bias = 0`); fitted by
-    `fit_calibrator("vector", ...)` or trained in a model. With
-    `from_logits=False` the layer takes and returns probabilities:
-    `softmax(log(p) * scale + bias)`.
-
-    Args:
-        from_logits: whether the inputs are logits (else probabilities).
-            Defaults to `True`.
-        **kwargs: base layer arguments; `trainable=False` fixes the map.
-
-    Call arguments:
-        inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
-
-    Example:
-
-    >>> layer = VectorScaling()
-    >>> layer.build((None, 2))
-    >>> layer.set_weights([np.array([2.0, 0.5]), np.array([0.0, 1.0])])
-    >>> keras.ops.convert_to_numpy(layer(np.array([[1.0, 4.0]])))
-    array([[2., 3.]], dtype=float32)
-
-    References:
-        Guo et al. (2017), "On Calibration of Modern Neural Networks", §4.2.
-    """
-
-    def build(self, input_shape):
-        num_classes = self._num_classes(input_shape)
-        self.scale = self.add_weight(name="scale", shape=(num_classes,), initializer="ones")
-        self.bias = self.add_weight(name="bias", shape=(num_classes,), initializer="zeros")
-
-    def _map(self, features):
-        return features * ops.cast(self.scale, features.dtype) + ops.cast(self.bias, features.dtype)
-
-
-class _ODIRMap(_CalibrationMap):
-    """`features @ kernel + bias` with ODIR on the kernel's off-diagonal and on the bias."""
-
-    def __init__(
-        self,
-        off_diagonal_l2: float = DEFAULT_ODIR,
-        intercept_l2: float = DEFAULT_ODIR,
-        from_logits: bool = True,
-        **kwargs,
-    ):
-        super().__init__(from_logits=from_logits, **kwargs)
-        self.off_diagonal_l2 = number_in("off_diagonal_l2", off_diagonal_l2, 0.0, expected="a float >= 0")
-        self.intercept_l2 = number_in("intercept_l2", intercept_l2, 0.0, expected="a float >= 0")
-
-    def build(self, input_shape):
-        num_classes = self._num_classes(input_shape)
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=(num_classes, num_classes),
-            initializer="identity",
-            regularizer=_OffDiagonalL2(self.off_diagonal_l2, num_classes) if self.off_diagonal_l2 else None,
-        )
-        intercept = self.intercept_l2 / num_classes
-        self.bias = self.add_weight(
-            name="bias",
-            shape=(num_classes,),
-            initializer="zeros",
-            regularizer=(lambda bias: intercept * ops.sum(ops.square(bias))) if intercept else None,
-        )
-
-    def _map(self, features):
-        return ops.matmul(features, ops.cast(self.kernel, features.dtype)) + ops.cast(self.bias, features.dtype)
-
-    def get_config(self):
-        return {**super().get_config(), "off_diagonal_l2": self.off_diagonal_l2, "intercept_l2": self.intercept_l2}
-
-
-@keras.saving.register_keras_serializable(package="keras_ils")
-class MatrixScaling(_ODIRMap):
-    """A full affine map of the logits, `logits @ kernel + bias`, regularised with ODIR.
-
-    Initialised to the identity map; fitted by `fit_calibrator("matrix", ...)`
-    or trained in a model, where the layer's losses are the ODIR terms (see
-    the module docstring). With `from_logits=False` the layer takes and
-    returns probabilities and maps `log(p)`, which is Dirichlet calibration.
-
-    Args:
-        off_diagonal_l2: ODIR's weight on the off-diagonal of `kernel`, `>= 0`.
-            Defaults to `0.01`.
-        intercept_l2: ODIR's weight on `bias`, `>= 0`. Defaults to `0.01`.
-        from_logits: whether the inputs are logits (else probabilities).
-            Defaults to `True`.
-        **kwargs: base layer arguments; `trainable=False` fixes the map.
-
-    Call arguments:
-        inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
-
-    Example:
-
-    >>> layer = MatrixScaling()
-    >>> layer.build((None, 2))
-    >>> layer.set_weights([np.array([[1.0, 1.0], [0.0, 2.0]]), np.array([0.0, -1.0])])
-    >>> keras.ops.convert_to_numpy(layer(np.array([[1.0, 3.0]])))
-    array([[1., 6.]], dtype=float32)
-
-    References:
-        Guo et al. (2017), §4.2; Kull et al. (2019), "Beyond temperature
-        scaling: Obtaining well-calibrated multi-class probabilities with
-        Dirichlet calibration", §4 (ODIR).
-    """
-
-
-@keras.saving.register_keras_serializable(package="keras_ils")
-class DirichletCalibration(_ODIRMap):
-    """Dirichlet calibration: an affine map of the log-probabilities, regularised with ODIR.
-
-    Calibrated logits `log_softmax(logits) @ kernel + bias` (Kull et al. 2019,
-    the classwise-calibration method of the paper's group); with
-    `from_logits=False` the layer takes probabilities `p` and returns
-    `softmax(log(p) @ kernel + bias)`. Initialised to the identity map; fitted
-    by `fit_calibrator("dirichlet", ...)` or trained in a model, where the
-    layer's losses are the ODIR terms.
-
-    Args:
-        off_diagonal_l2: ODIR's weight on the off-diagonal of `kernel`, `>= 0`.
-            Defaults to `0.01`.
-        intercept_l2: ODIR's weight on `bias`, `>= 0`. Defaults to `0.01`.
-        from_logits: whether the inputs are logits (else probabilities).
-            Defaults to `True`.
-        **kwargs: base layer arguments; `trainable=False` fixes the map.
-
-    Call arguments:
-        inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
-
-    Example:
-
-    >>> layer = DirichletCalibration(from_logits=False)
-    >>> layer.build((None, 2))
-    >>> layer.set_weights([np.array([[2.0, 0.0], [0.0, 2.0]]), np.zeros(2)])   # p_j^2, renormalised
-    >>> np.round(keras.ops.convert_to_numpy(layer(np.array([[0.75, 0.25]]))), 4)
-    array([[0.9, 0.1]], dtype=float32)
-
-    References:
-        Kull et al. (2019), "Beyond temperature scaling: Obtaining
-        well-calibrated multi-class probabilities with Dirichlet calibration".
-    """
-
-    _log_probabilities = True
-
-
-_LAYERS = {"vector": VectorScaling, "matrix": MatrixScaling, "dirichlet": DirichletCalibration}
 
 
 class CalibratorFitWarning(UserWarning):
@@ -533,7 +307,7 @@ def _fit(
     off_diagonal_l2 = (DEFAULT_ODIR if off_diagonal_l2 is None else off_diagonal_l2) if full else 0.0
     intercept_l2 = (DEFAULT_ODIR if intercept_l2 is None else intercept_l2) if full else 0.0
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2) if full else {}
-    layer = _LAYERS[method](**odir, from_logits=from_logits, trainable=False)  # checks the ODIR weights
+    layer = LAYERS[method](**odir, from_logits=from_logits, trainable=False)  # checks the ODIR weights
 
     outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
     if not from_logits:
@@ -557,14 +331,3 @@ def _fit(
     status, message = _diagnosis(method, parameters, features, labels, converged, iterations)
     value, _, nll = objective(parameters)
     return layer, CalibratorFit(method, status, len(labels), float(nll), float(value), iterations, message)
-
-
-__all__ = [
-    "CalibratorFit",
-    "CalibratorFitWarning",
-    "DirichletCalibration",
-    "MatrixScaling",
-    "METHODS",
-    "VectorScaling",
-    "fit_calibrator",
-]

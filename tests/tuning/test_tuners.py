@@ -1,4 +1,4 @@
-"""The kill-safe KerasTuner tuners (`keras_ils.tuners`): KerasTuner's own, resumable after a kill at any moment."""
+"""The kill-safe KerasTuner tuners (`keras_ils.tuning.tuners`): KerasTuner's own, resumable after a kill at any moment."""
 
 import ast
 import inspect
@@ -15,7 +15,8 @@ import keras_tuner
 import numpy as np
 import pytest
 
-from keras_ils import tuners, tuning
+from keras_ils import tuning
+from keras_ils.tuning import tuners
 from keras_ils.experiments import models
 
 JOB = os.path.join(os.path.dirname(__file__), "tuning_job.py")
@@ -54,7 +55,7 @@ class TestTuners:
             assert getattr(tuner.oracle, name, None) == getattr(stock.oracle, name, None), name
 
 
-# Every KerasTuner private member that keras_ils.tuners uses or overrides, and the signature it relies on.
+# Every KerasTuner private member that keras_ils.tuning.tuners uses or overrides, and the signature it relies on.
 PRIVATE_METHODS = {
     "_get_oracle_fname": (keras_tuner.Oracle, "(self)"),
     "_get_trial_dir": (keras_tuner.Oracle, "(self, trial_id)"),
@@ -102,7 +103,7 @@ class TestKerasTunerPrivateMembers:
         found = str(inspect.signature(member))
         assert found == expected, (
             f"KerasTuner {keras_tuner.__version__} changed `{owner.__name__}.{name}`: "
-            f"keras_ils.tuners relies on {name}{expected}, found {name}{found}"
+            f"keras_ils.tuning.tuners relies on {name}{expected}, found {name}{found}"
         )
 
     def test_grid_search_bookkeeping(self):
