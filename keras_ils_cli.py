@@ -27,7 +27,7 @@ import os
 import sys
 import warnings
 
-# Checked against keras_ils.experiments.pipeline and .synthetic_protocol by the tests; written out here so that
+# Checked against keras_ils.experiments.main_job.pipeline and .synthetic_protocol by the tests; written out here so that
 # parsing imports no TensorFlow
 ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
 TUNABLE_METHODS = ("ls", "ils1", "ils2", "ils")
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reproduce the paper's experiments at full scale and print them beside the paper's values",
         description="Reproduce the paper's experiments: 'synthetic' is its 100-replicate synthetic protocol "
         "(appendix table, Table 1's dense/sparse LS rows, Fig. 4's best-smoothing-factor curves, win rates), "
-        "all grids of all replicates trained together by keras_ils.experiments.vectorised. Writes "
+        "all grids of all replicates trained together by keras_ils.experiments.engine.vectorised. Writes "
         "synthetic_protocol.json, synthetic_protocol.md and best_smoothing_*.png into the output directory.",
     )
     benchmark.add_argument(
@@ -357,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_verbose(benchmark)
     paper = benchmark.add_argument_group(
-        "paper", "keras-ils benchmark paper: one resumable command per table (keras_ils.experiments.paper_tables)"
+        "paper",
+        "keras-ils benchmark paper: one resumable command per table (keras_ils.experiments.main_job.paper_tables)",
     )
     paper.add_argument(
         "--table",
@@ -404,7 +405,8 @@ _splits = _joined("+", "tfds split names joined by '+', e.g. train+extra")
 
 def _load(args):
     """`(splits, model name, recipe)` from the common arguments."""
-    from keras_ils.experiments import datasets, training
+    from keras_ils.experiments.data import datasets
+    from keras_ils.experiments.engine import training
 
     splits = datasets.load(  # a class scarce in validation warns: one line, `_one_line_warning`
         args.dataset,
@@ -424,7 +426,7 @@ _RESULT_FILES = "results.json, results.csv, comparison.png, reliability_*.png, m
 
 
 def run_command(args) -> str:
-    from keras_ils.experiments import pipeline
+    from keras_ils.experiments.main_job import pipeline
 
     fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
     pipeline.default_hyperparameters(args.dataset, **fixed)  # bad values fail before any data is read
@@ -471,7 +473,7 @@ def run_command(args) -> str:
 
 def tune_command(args) -> str:
     from keras_ils import tuning
-    from keras_ils.experiments import pipeline
+    from keras_ils.experiments.main_job import pipeline
 
     search_space = args.search_space or ("synthetic" if args.dataset == "synthetic" else "paper")
     for method in args.methods:  # a bad grid fails before any data is read or teacher trained
@@ -543,7 +545,7 @@ def benchmark_command(args) -> str:
 def _paper_command(args, output_dir) -> str:
     import shlex
 
-    from keras_ils.experiments import paper_tables
+    from keras_ils.experiments.main_job import paper_tables
 
     pairs = paper_tables.pairs_for(args.table, args.datasets, args.models)
     summary = paper_tables.run_table(

@@ -12,8 +12,8 @@ most 500 epochs) on the same data and targets:
   update XLA-fused) and `whole-epoch XLA` (`jit_compile=True`); the line
   `auto picks` says which `jit_compile="auto"` takes on this machine;
 - `model.fit`: the ordinary Keras path, one model at a time
-  (`keras_ils.experiments.models.mlp`, `ILSLoss` on the package's teacher targets,
-  `keras_ils.experiments.training.fit` with the MLP recipe), for `--fit-models` of the
+  (`keras_ils.experiments.zoo.models.mlp`, `ILSLoss` on the package's teacher targets,
+  `keras_ils.experiments.engine.training.fit` with the MLP recipe), for `--fit-models` of the
   same configurations (of the round's first replicate) spread over the grid.
 
 Rounds are interleaved (the order alternates, a new replicate each round) and
@@ -39,7 +39,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_ils.experiments import models, synthetic, synthetic_protocol, training, vectorised  # noqa: E402
+from keras_ils.experiments import synthetic_protocol  # noqa: E402
+from keras_ils.experiments.data import synthetic  # noqa: E402
+from keras_ils.experiments.engine import training, vectorised  # noqa: E402
+from keras_ils.experiments.zoo import models  # noqa: E402
 from keras_ils.losses import ILSLoss  # noqa: E402
 from keras_ils.metrics import NegativeLogLikelihood  # noqa: E402
 from keras_ils.targets import ils_targets, teacher_targets  # noqa: E402

@@ -19,7 +19,7 @@ import time
 from _common import machine
 
 from keras_ils import calibration
-from keras_ils.experiments import vectorised
+from keras_ils.experiments.engine import vectorised
 from keras_ils.experiments.synthetic_protocol import extras, run, scoring
 
 # (label, module, function name): top-level stages of `run_replicates`

@@ -1,11 +1,11 @@
 """Does the cross-fitted teacher's ILS1 smoothing factor track true difficulty? (docs/real_data.md, issue 13 item 5)
 
 On the paper's synthetic task the true class posterior is known
-(`keras_ils.experiments.synthetic.bayes_logits`), so the Bayes-optimal
+(`keras_ils.experiments.data.synthetic.bayes_logits`), so the Bayes-optimal
 `p_t` of every training example is its true difficulty. Per seed, on the
 task's 150 training examples (`datasets.load_synthetic(seed)`: 50 per class,
 validation 50 per class), the script takes the calibrated teacher logits that
-`keras_ils.experiments.students.search_students(..., methods=())` makes the
+`keras_ils.experiments.engine.students.search_students(..., methods=())` makes the
 targets from (only the teachers train; the package's MLP recipe, seed `seed`):
 
 - (i) in-sample: the teacher trained on all 150 examples, `teacher_folds=1`
@@ -47,7 +47,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from keras_ils.experiments import datasets, students, synthetic  # noqa: E402
+from keras_ils.experiments.data import datasets, synthetic  # noqa: E402
+from keras_ils.experiments.engine import students  # noqa: E402
 from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 from keras_ils.targets import smoothing_factor  # noqa: E402
 
@@ -103,7 +104,9 @@ def one_seed(seed):
         fit = found.folds_fit or found.teacher_fit
         teacher_info[teacher] = dict(temperature=fit.temperature, status=fit.status, mean_p_t=float(p_t.mean()),
                                      share_p_t_above_099=float(np.mean(p_t > 0.99)), seconds=found.seconds)  # fmt: skip
-    teacher_info["Bayes-optimal"] = dict(mean_p_t=float(p_bayes.mean()), share_p_t_above_099=float(np.mean(p_bayes > 0.99)))
+    teacher_info["Bayes-optimal"] = dict(
+        mean_p_t=float(p_bayes.mean()), share_p_t_above_099=float(np.mean(p_bayes > 0.99))
+    )
     out = {"seed": seed, "teachers": teacher_info, "agreement": {}, "mean": {}}
     for quantity, values in quantities.items():
         out["agreement"][quantity] = {t: _agreement(values[t], values["Bayes-optimal"]) for t in TEACHERS}

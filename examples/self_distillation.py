@@ -27,7 +27,9 @@ import tensorflow as tf  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import distillation  # noqa: E402
-from keras_ils.experiments import datasets, models, synthetic, training  # noqa: E402
+from keras_ils.experiments.data import datasets, synthetic  # noqa: E402
+from keras_ils.experiments.engine import training  # noqa: E402
+from keras_ils.experiments.zoo import models  # noqa: E402
 
 PAPER = {  # paper appendix, self-distillation table: accuracy, cross-entropy, ECE, cwECE (authors' variant)
     "Bayes-optimal": (0.8192, 0.4451, 0.0137, 0.0338),

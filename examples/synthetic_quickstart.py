@@ -26,7 +26,8 @@ import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import metrics  # noqa: E402
-from keras_ils.experiments import models, synthetic  # noqa: E402
+from keras_ils.experiments.data import synthetic  # noqa: E402
+from keras_ils.experiments.zoo import models  # noqa: E402
 
 STUDENTS = {
     "No LS": dict(method="none"),

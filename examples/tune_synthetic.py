@@ -28,7 +28,9 @@ import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import tuning  # noqa: E402
-from keras_ils.experiments import datasets, models, synthetic, training  # noqa: E402
+from keras_ils.experiments.data import datasets, synthetic  # noqa: E402
+from keras_ils.experiments.engine import training  # noqa: E402
+from keras_ils.experiments.zoo import models  # noqa: E402
 
 # Appendix table (tab:appendix-synthetic2), 100 replicates: accuracy, acc dense, acc sparse, CE, ECE, paper-cwECE.
 PAPER = {

@@ -1,13 +1,11 @@
 """The paper's experiment machinery, built on the `keras_ils` library and never imported by it.
 
-| module              | what it holds                                                              |
-|---------------------|----------------------------------------------------------------------------|
-| `synthetic`         | the paper's synthetic task (§3) and its Bayes-optimal model                 |
-| `datasets`          | datasets by name for the command: synthetic, `tfds:NAME`, a user's `.npz`   |
-| `models`            | the paper's networks by name (Table 3 and the distillation table)           |
-| `training`          | the paper's training recipes and one `fit` that applies them                |
-| `vectorised`        | many small MLPs trained at once (the many-students engine)                  |
-| `ranks`             | average ranks, the Friedman test, critical differences and CD diagrams     |
-| `pipeline`          | the whole method on one dataset: what `keras-ils run` and `tune` call        |
-| `synthetic_protocol`| the paper's 100-replicate synthetic protocol, its tables and figures         |
+| package             | what it holds                                                                  |
+|---------------------|--------------------------------------------------------------------------------|
+| `data`              | datasets by name (synthetic, `tfds:NAME`, a user's `.npz`); the synthetic task  |
+| `zoo`               | the paper's networks by name (Table 3 and the distillation table)              |
+| `engine`            | the training recipes and loop, the vectorised many-MLP trainer, the students search |
+| `main_job`          | the whole method on one dataset (`keras-ils run` / `tune`); the paper tables     |
+| `reporting`         | ranks, the Friedman test, critical differences, CD diagrams; the printed tables |
+| `synthetic_protocol`| the paper's 100-replicate synthetic protocol, its tables and figures            |
 """

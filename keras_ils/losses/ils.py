@@ -177,7 +177,9 @@ class ILSLoss(keras.losses.Loss):
         self.from_logits = bool(from_logits)
 
     def call(self, y_true, y_pred):
-        return _crossentropy(ops.convert_to_tensor(y_true, dtype=self.dtype), y_pred, self._hyperparameters, self.from_logits)
+        return _crossentropy(
+            ops.convert_to_tensor(y_true, dtype=self.dtype), y_pred, self._hyperparameters, self.from_logits
+        )
 
     def get_config(self):
         config = super().get_config()

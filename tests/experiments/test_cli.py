@@ -83,7 +83,7 @@ def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, cap
     assert [row["candidates"] for row in results["rows"][3:]] == [25, 25, 25]
     assert results["rows"][2]["temperature"] is None and results["rows"][2]["temperature_status"] == "fitted"
     # every model saved; loaded without custom objects (keras_ils is imported), it gives its row's test NLL
-    from keras_ils.experiments import datasets
+    from keras_ils.experiments.data import datasets
 
     test_x, test_y = datasets.load(str(tmp_path / "d.npz")).test.batch(1000).get_single_element()
     for row in results["rows"]:
@@ -148,7 +148,7 @@ def test_bad_input_is_one_error_line_and_no_files(tmp_path, capsys, argv, messag
 
 
 def test_the_papers_svhn_split_by_flag(tmp_path, monkeypatch):
-    from keras_ils.experiments import datasets
+    from keras_ils.experiments.data import datasets
 
     asked = {}
 
@@ -174,7 +174,7 @@ def test_bad_npz_labels(tmp_path, capsys):
 
 
 def test_unreadable_teacher_cache_fails_before_training(tmp_path, capsys, monkeypatch):
-    from keras_ils.experiments import training
+    from keras_ils.experiments.engine import training
 
     cache = tmp_path / "teacher.npz"
     cache.write_bytes(b"garbage")
@@ -203,7 +203,7 @@ def test_unwritable_output_directory(tmp_path, capsys):
 
 
 def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
-    from keras_ils.experiments import pipeline
+    from keras_ils.experiments.main_job import pipeline
 
     def broken(*args, **kwargs):
         raise ValueError("boom in the middle")
@@ -254,7 +254,7 @@ def test_help_imports_no_tensorflow():
 
 
 def test_the_parsers_method_lists_are_the_pipelines():
-    from keras_ils.experiments import pipeline
+    from keras_ils.experiments.main_job import pipeline
 
     assert cli.ALL_METHODS == pipeline.ALL_METHODS and cli.TUNABLE_METHODS == pipeline.TUNABLE_METHODS
     assert cli.CALIBRATOR_NAMES == tuple(pipeline.CALIBRATORS)
@@ -268,7 +268,7 @@ def test_the_parsers_synthetic_options_are_the_protocols():
 
 
 def test_the_model_help_names_every_network():
-    from keras_ils.experiments import models
+    from keras_ils.experiments.zoo import models
 
     model_help = next(
         a.help
@@ -362,7 +362,7 @@ def test_unknown_method_is_a_usage_error(capsys):
 class TestTune:
     def test_end_to_end_then_resumed_without_retraining(self, tmp_path, capsys, monkeypatch):
         from keras_ils import tuning
-        from keras_ils.experiments import pipeline
+        from keras_ils.experiments.main_job import pipeline
 
         argv = ["tune", "--epochs", "4", "--algorithm", "random", "--max-trials", "2", "--methods", "ls,ils1"]
         argv += ["--output-dir", str(tmp_path / "o")]
@@ -375,7 +375,9 @@ class TestTune:
         ils1 = results["rows"][4]
         assert ils1["trials"] == 2 and set(ils1["hyperparameters"]) == {"p1", "p2"}
         assert ils1["hyperparameters"]["p1"] in grid["p1"] and ils1["hyperparameters"]["p2"] in grid["p2"]
-        assert results["rows"][2]["hyperparameters"]["epsilon"] in tuning.make_search_space("ls", "synthetic")["epsilon"]
+        assert (
+            results["rows"][2]["hyperparameters"]["epsilon"] in tuning.make_search_space("ls", "synthetic")["epsilon"]
+        )
         assert ils1["temperature"] == 1.0 and results["rows"][5]["temperature"] > 0
         printed = capsys.readouterr()
         assert "LS: 2 trials, best validation NLL" in printed.out and "ILS1 + TempS" in printed.out
@@ -471,7 +473,7 @@ def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
 
 class TestBenchmark:
     def test_quick_synthetic_protocol_writes_the_table_beside_the_papers(self, tmp_path, capsys):
-        from keras_ils.experiments import synthetic
+        from keras_ils.experiments.data import synthetic
 
         out = tmp_path / "bench"
         argv = ["benchmark", "synthetic", "--quick", "--replicates", "2", "--seed", "3", "--output-dir", str(out)]

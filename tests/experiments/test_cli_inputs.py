@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import keras_ils_cli as cli
-from keras_ils.experiments import pipeline
+from keras_ils.experiments.main_job import pipeline
 
 
 @pytest.fixture

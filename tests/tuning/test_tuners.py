@@ -1,4 +1,4 @@
-"""The kill-safe KerasTuner tuners (`keras_ils.tuning.tuners`): KerasTuner's own, resumable after a kill at any moment."""
+"""The kill-safe KerasTuner tuners (`keras_ils.tuning.tuners`): KerasTuner's own, resumable after any kill."""
 
 import ast
 import inspect
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from keras_ils import tuning
+from keras_ils.experiments.zoo import models
 from keras_ils.tuning import tuners
-from keras_ils.experiments import models
 
 JOB = os.path.join(os.path.dirname(__file__), "tuning_job.py")
-REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMESAKES = [
     (tuners.GridSearch, keras_tuner.GridSearch, {}),
     (tuners.RandomSearch, keras_tuner.RandomSearch, {"max_trials": 2}),

@@ -40,7 +40,9 @@ def main(argv=None):
     import tensorflow as tf
 
     from keras_ils import compute_teacher_logits, tuning, with_teacher_targets
-    from keras_ils.experiments import datasets, models, training
+    from keras_ils.experiments.data import datasets
+    from keras_ils.experiments.engine import training
+    from keras_ils.experiments.zoo import models
 
     tf.config.experimental.enable_op_determinism()
     splits = datasets.load_synthetic(seed=0, n_test=10)

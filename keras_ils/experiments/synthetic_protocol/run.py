@@ -8,9 +8,10 @@ import numpy as np
 
 from keras_ils import calibration, tuning
 from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.experiments import synthetic, vectorised
+from keras_ils.experiments.data import synthetic
+from keras_ils.experiments.engine import vectorised
 from keras_ils.experiments.synthetic_protocol import extras
-from keras_ils.experiments.synthetic_protocol.paper import ROWS, row_key
+from keras_ils.experiments.synthetic_protocol.printed_values import ROWS, row_key
 from keras_ils.experiments.synthetic_protocol.scoring import empty_curves, replicate_rows
 from keras_ils.targets import ils_targets
 
@@ -142,7 +143,7 @@ def run_replicates(
             eps / (K - 1) per wrong class for ILS1, batch-mean validation
             loss). Defaults to `"package"`.
         init: the models' initialisation, `"keras"` (the package's) or
-            `"pytorch"` (`keras_ils.experiments.vectorised.initial_weights`).
+            `"pytorch"` (`keras_ils.experiments.engine.vectorised.initial_weights`).
             Package default `"keras"`.
         shared_seeds: all models of a replicate start from the same weights
             and see the same batch order (common random numbers), so they

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from keras_ils import calibration, evaluation
-from keras_ils.experiments import synthetic, vectorised
-from keras_ils.experiments.synthetic_protocol.paper import HYPERPARAMETERS, ROWS, row_key
+from keras_ils.experiments.data import synthetic
+from keras_ils.experiments.engine import vectorised
+from keras_ils.experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, ROWS, row_key
 
 METRICS = ("accuracy", "accuracy_dense", "accuracy_sparse", "nll", "ece", "cwece", "class_conditional_ece")
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from keras_ils.experiments.synthetic_protocol.paper import (
+from keras_ils.experiments.synthetic_protocol.printed_values import (
     CLAIMS,
     HYPERPARAMETERS,
     PAPER,

@@ -1,12 +1,12 @@
 import pytest
 
-from keras_ils import methods
+from keras_ils import methods as method_registry
 from keras_ils.experiments import synthetic_protocol
 
 
 def test_grids_are_the_appendix_grids_and_counts():
     grid = synthetic_protocol.grids()
-    appendix = {**methods.get("ils").grid("synthetic"), **methods.get("ls").grid("synthetic")}
+    appendix = {**method_registry.get("ils").grid("synthetic"), **method_registry.get("ls").grid("synthetic")}
     assert grid == {name: tuple(appendix[name]) for name in grid} and set(grid) == set(appendix)
     assert grid["epsilon"] == (0.001, 0.005, 0.01, 0.03, 0.05, 0.07, 0.09, 0.11, 0.13, 0.15, 0.17, 0.19)
     free, taught = synthetic_protocol.model_configs(grid)

@@ -2,7 +2,7 @@
 
 `run_table("3", pairs, seeds=..., output_dir=...)` is `keras-ils benchmark
 paper --table 3`: for every `(dataset, model)` pair and seed it runs the main
-job, `keras_ils.experiments.pipeline.run(..., methods=pipeline.ALL_METHODS)`,
+job, `keras_ils.experiments.main_job.pipeline.run(..., methods=pipeline.ALL_METHODS)`,
 which tunes every method on the validation NLL over the paper's grids and
 gives the paper's 12 columns (No LS, No LS + TempS, Dis, cLS, BS_Soft, Beta,
 LS, LS + TempS, ILS1, ILS2, ILS, ILS + TempS). `run_table("distillation", ...)`
@@ -15,7 +15,7 @@ the AlexNet-style student (`alexnet`) distilled from each by
 teacher_temperature=20, student_temperature=1)` on the teacher's RAW logits
 (Hinton et al.'s T = 20, as the paper's code applies it; not the calibrated
 logits that ILS reads), trained by the student recipe
-(`keras_ils.experiments.training`), evaluated as trained.
+(`keras_ils.experiments.engine.training`), evaluated as trained.
 
 Layout of `output_dir` (every file written atomically):
 
@@ -49,7 +49,7 @@ bars on stdout; after each run, the time left in the whole table. Without a
 
 Scores are means over seeds (the paper reports the mean of two); ranks are
 taken on the means (to 12 decimals, so float noise never splits a tie), 1 for
-the best, ties averaged (`keras_ils.experiments.ranks`). `cwECE` is the package's classwise-ECE
+the best, ties averaged (`keras_ils.experiments.reporting.ranks`). `cwECE` is the package's classwise-ECE
 (Eq. 2); `paper-cwECE` is the authors' code's variant that the paper printed
 (`class_conditional_ece`), so the paper's cwECE column is set beside that one.
 """
@@ -68,14 +68,14 @@ import numpy as np
 
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils._files import atomic_write, check_writable
-from keras_ils.experiments import paper_values, ranks
+from keras_ils.experiments.reporting import printed_tables, ranks
 
 TABLES = ("3", "distillation")
 ALPHA = 0.05  # the level of the Friedman test and of the post-hoc tests that follow it
 CONTROL = {"3": "ILS + TempS", "distillation": "ILS"}
-COLUMNS = {"3": paper_values.TABLE3_COLUMNS, "distillation": paper_values.DISTILLATION_COLUMNS}
-PAIRS = {"3": paper_values.TABLE3_PAIRS, "distillation": paper_values.DISTILLATION_PAIRS}
-PAPER = {"3": paper_values.TABLE3, "distillation": paper_values.DISTILLATION}
+COLUMNS = {"3": printed_tables.TABLE3_COLUMNS, "distillation": printed_tables.DISTILLATION_COLUMNS}
+PAIRS = {"3": printed_tables.TABLE3_PAIRS, "distillation": printed_tables.DISTILLATION_PAIRS}
+PAPER = {"3": printed_tables.TABLE3, "distillation": printed_tables.DISTILLATION}
 # (score key of keras_ils.evaluation, title, lower is better, the paper's metric printed beside it)
 METRICS = (
     ("nll", "Cross-entropy", True, "nll"),
@@ -153,7 +153,7 @@ def load_splits(dataset, seed, *, data_dir=None, validation_fraction=None):
 
     `validation_fraction`, when given, replaces the paper's splits for every dataset.
     """
-    from keras_ils.experiments import datasets
+    from keras_ils.experiments.data import datasets
 
     options = {} if validation_fraction is not None else dict(PAPER_SPLITS.get(dataset, {}))
     if validation_fraction is not None:
@@ -185,7 +185,7 @@ def run_table(
     Args:
         table: `"3"` or `"distillation"`.
         pairs: `(dataset, model)` pairs (`pairs_for`); datasets as
-            `keras_ils.experiments.datasets.load` takes them.
+            `keras_ils.experiments.data.datasets.load` takes them.
         seeds: the seeds of every pair. Defaults to `(0,)`.
         output_dir: where the runs, tables and diagrams go (module docstring).
         search: the main job's search for image models, `"budget"`
@@ -256,7 +256,7 @@ def _left(done, total, trained_seconds) -> str:
 
 
 def _recipe(model, dataset_name, epochs, batch_size):
-    from keras_ils.experiments import training
+    from keras_ils.experiments.engine import training
 
     return training.recipe_for(model, dataset_name, epochs=epochs, batch_size=batch_size)
 
@@ -291,7 +291,7 @@ def _prefixed(log, pair, seed):
 
 def run_pair_table3(pair, seed, directory, *, search, epochs, batch_size, log, **options):
     """One pair and seed of Table 3: `pipeline.run` with every method. Returns `({column: scores}, trained)`."""
-    from keras_ils.experiments import pipeline
+    from keras_ils.experiments.main_job import pipeline
 
     path = os.path.join(directory, "results.json")
     trained = not os.path.exists(path)
@@ -342,7 +342,8 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
         return {column: _read_json(path)["scores"] for column, path in paths.items()}, False
     from keras_ils import data, evaluation
     from keras_ils.distillation import DistillationCrossEntropy
-    from keras_ils.experiments import pipeline, training
+    from keras_ils.experiments.engine import training
+    from keras_ils.experiments.main_job import pipeline
     from keras_ils.teacher import compute_teacher_logits
 
     dataset, model = pair

@@ -25,7 +25,8 @@ from keras_ils import metrics as _metrics
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils._files import atomic_write, staged_directory
 from keras_ils.calibration import ESTIMATORS, TemperatureScaling, calibrate, estimate_temperature
-from keras_ils.experiments import models, students, training
+from keras_ils.experiments.engine import students, training
+from keras_ils.experiments.zoo import models
 from keras_ils.losses import ILSLoss
 from keras_ils.targets import METHOD_HYPERPARAMETERS, validate_hyperparameters
 from keras_ils.teacher import compute_teacher_logits, read_cache
@@ -121,7 +122,7 @@ def _row(name, fit, hyperparameters, result):
 class _Setup:
     """What every model of one `run` or `tune` shares."""
 
-    splits: object  # a keras_ils.experiments.datasets.Splits
+    splits: object  # a keras_ils.experiments.data.datasets.Splits
     model_name: str
     recipe: training.Recipe
     strategy: tf.distribute.Strategy
@@ -210,7 +211,7 @@ def run(
     after its own temperature scaling. How the candidates train:
 
     - a plain MLP on vector data (`model_name="mlp"` with the MLP recipe):
-      all of them at once by `keras_ils.experiments.students.search_students`
+      all of them at once by `keras_ils.experiments.engine.students.search_students`
       (the paper's 180 students in about a minute on 2 CPU cores); BS_Soft
       and Beta, whose targets depend on the student, by `model.fit`;
     - any other model: one KerasTuner search per method, in `directory`
@@ -219,8 +220,8 @@ def run(
       Its cost is logged before anything trains.
 
     Args:
-        splits: a `keras_ils.experiments.datasets.Splits`.
-        model_name: a name for `keras_ils.experiments.models.build`.
+        splits: a `keras_ils.experiments.data.datasets.Splits`.
+        model_name: a name for `keras_ils.experiments.zoo.models.build`.
         methods: the student methods, from `ALL_METHODS` (`"dis"`, `"cls"`,
             `"bs_soft"`, `"beta"`, `"ls"`, `"ils1"`, `"ils2"`, `"ils"`); the
             teacher itself is the No LS model.
@@ -243,7 +244,7 @@ def run(
             `"map"` (default), `"mle"` or `"authors"`.
         teacher_folds: `k >= 2` makes ILS's targets from `k` cross-fitted
             teachers' out-of-fold logits (MLP on vector data only; see
-            `keras_ils.experiments.students`). Defaults to `1`, the paper's.
+            `keras_ils.experiments.engine.students`). Defaults to `1`, the paper's.
         calibrators: post-hoc calibrations of every model, from `CALIBRATORS`:
             `"ts"` (temperature scaling: every model's "+ TempS" row, always
             there), `"vs"` (vector scaling), `"ms"` (matrix scaling, ODIR) and
@@ -666,7 +667,7 @@ def tune(
     With `engine="auto"` a whole-grid search (`algorithm="grid"`, no
     `max_trials`) of a plain MLP on vector data outside KerasTuner's
     distributed mode is `run`'s: every candidate at once by the vectorised
-    engine (`keras_ils.experiments.students`), in seconds, nothing kept in
+    engine (`keras_ils.experiments.engine.students`), in seconds, nothing kept in
     `directory`. `engine="keras-tuner"` always searches with KerasTuner.
 
     The teacher is trained, temperature-scaled and kept in `directory`
@@ -680,8 +681,8 @@ def tune(
     test set as trained and temperature-scaled ("+TempS").
 
     Args:
-        splits: a `keras_ils.experiments.datasets.Splits`.
-        model_name: a name for `keras_ils.experiments.models.build`.
+        splits: a `keras_ils.experiments.data.datasets.Splits`.
+        model_name: a name for `keras_ils.experiments.zoo.models.build`.
         methods: from `TUNABLE_METHODS`. Defaults to `("ls", "ils")`.
         search_space: `"paper"` or `"synthetic"` (`keras_ils.tuning.GRIDS`).
         algorithm: `"grid"`, `"random"`, `"bayesian"` or `"hyperband"`.
@@ -980,8 +981,8 @@ def train_model(splits, model_name: str, loss, train_set, *, recipe=None, seed: 
     """One network trained as `run` trains each student: `model_name`'s recipe, early stopping on validation NLL.
 
     Args:
-        splits: a `keras_ils.experiments.datasets.Splits` (its validation split is monitored).
-        model_name: a name for `keras_ils.experiments.models.build`.
+        splits: a `keras_ils.experiments.data.datasets.Splits` (its validation split is monitored).
+        model_name: a name for `keras_ils.experiments.zoo.models.build`.
         loss: the Keras loss, e.g. `keras_ils.ILSLoss(method="ls", epsilon=0.1)` or
             `keras_ils.distillation.DistillationCrossEntropy()`.
         train_set: unbatched `(x, y)` (or `(x, (y, teacher_logits))`) training dataset matching `loss`.

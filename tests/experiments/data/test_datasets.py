@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_ils.experiments import datasets
+from keras_ils.experiments.data import datasets
 
 
 def test_synthetic_protocol():

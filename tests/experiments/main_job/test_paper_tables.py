@@ -9,7 +9,9 @@ from scipy import stats
 from test_ranks import METHODS, PAPER_CROSS_ENTROPY
 
 import keras_ils_cli as cli
-from keras_ils.experiments import paper_tables, paper_values, pipeline, ranks, training
+from keras_ils.experiments.engine import training
+from keras_ils.experiments.main_job import paper_tables, pipeline
+from keras_ils.experiments.reporting import printed_tables, ranks
 
 
 def _npz(path, seed, num_classes=3):
@@ -22,25 +24,29 @@ def _npz(path, seed, num_classes=3):
 
 class TestPaperValues:
     def test_table3_is_the_ranks_tests_transcription_and_complete(self):
-        assert list(paper_values.TABLE3_COLUMNS) == METHODS
-        assert [list(row) for row in paper_values.TABLE3["nll"]] == PAPER_CROSS_ENTROPY
-        for metric, rows in paper_values.TABLE3.items():
-            assert len(rows) == len(paper_values.TABLE3_PAIRS) == 11 and {len(r) for r in rows} == {12}, metric
+        assert list(printed_tables.TABLE3_COLUMNS) == METHODS
+        assert [list(row) for row in printed_tables.TABLE3["nll"]] == PAPER_CROSS_ENTROPY
+        for metric, rows in printed_tables.TABLE3.items():
+            assert len(rows) == len(printed_tables.TABLE3_PAIRS) == 11 and {len(r) for r in rows} == {12}, metric
         # spot checks against the .tex: accuracy in fractions, the last row of ECE and cwECE
-        assert paper_values.TABLE3["accuracy"][0][-1] == 0.7683 and paper_values.TABLE3["accuracy"][-1][0] == 0.976
+        assert printed_tables.TABLE3["accuracy"][0][-1] == 0.7683 and printed_tables.TABLE3["accuracy"][-1][0] == 0.976
         ece = (0.009, 0.007, 0.031, 0.006, 0.033, 0.061, 0.005, 0.010, 0.006, 0.005, 0.015, 0.008)
-        assert paper_values.TABLE3["ece"][-1] == ece
-        assert paper_values.TABLE3["cwece"][1][4] == 0.018
+        assert printed_tables.TABLE3["ece"][-1] == ece
+        assert printed_tables.TABLE3["cwece"][1][4] == 0.018
 
     def test_distillation_table(self):
-        assert paper_values.DISTILLATION["nll"][1] == (0.999, 0.964, 0.912)
-        assert paper_values.DISTILLATION["accuracy"][2] == (0.6058, 0.6042, 0.6059)
-        assert len(paper_values.DISTILLATION_PAIRS) == 4 and paper_values.DISTILLATION_COLUMNS == ("No LS", "LS", "ILS")
+        assert printed_tables.DISTILLATION["nll"][1] == (0.999, 0.964, 0.912)
+        assert printed_tables.DISTILLATION["accuracy"][2] == (0.6058, 0.6042, 0.6059)
+        assert len(printed_tables.DISTILLATION_PAIRS) == 4 and printed_tables.DISTILLATION_COLUMNS == (
+            "No LS",
+            "LS",
+            "ILS",
+        )
 
 
 class TestPairs:
     def test_the_papers_pairs_and_filters(self):
-        assert paper_tables.pairs_for("3") == list(paper_values.TABLE3_PAIRS)
+        assert paper_tables.pairs_for("3") == list(printed_tables.TABLE3_PAIRS)
         assert paper_tables.pairs_for("3", datasets=["tfds:cifar100"], models=None)[0] == ("tfds:cifar100", "lenet")
         assert paper_tables.pairs_for("distillation", models=["densenet40"]) == [("tfds:fashion_mnist", "densenet40")]
         assert paper_tables.pairs_for("3", ["a.npz", "b.npz"], ["mlp", "lenet"]) == [
@@ -71,7 +77,7 @@ def _fake_runs(pairs, seeds, seed=0):
                     "cwece": float(rng.uniform(0, 0.1)),
                     "class_conditional_ece": float(rng.uniform(0, 0.1)),
                 }
-                for c in paper_values.TABLE3_COLUMNS
+                for c in printed_tables.TABLE3_COLUMNS
             }
     return runs
 
@@ -83,7 +89,7 @@ class TestTableLayout:
         runs = _fake_runs(pairs, seeds)
         summary = paper_tables.summarise("3", pairs, seeds, runs, command="keras-ils benchmark paper")
         paper_tables.write_outputs(summary, str(tmp_path))
-        columns = paper_values.TABLE3_COLUMNS
+        columns = printed_tables.TABLE3_COLUMNS
         for key, _, lower, _ in paper_tables.METRICS:
             entry = summary["metrics"][key]
             means = np.array([[np.mean([runs[(p, s)][c][key] for s in seeds]) for c in columns] for p in pairs])
@@ -105,7 +111,7 @@ class TestTableLayout:
         np.testing.assert_array_equal(paper["ranks"][0], stats.rankdata(PAPER_CROSS_ENTROPY[0]))
         assert "paper" not in summary["metrics"]["cwece"]  # Eq. 2: the paper printed the other variant
         assert summary["metrics"]["class_conditional_ece"]["paper"]["values"][1] == list(
-            paper_values.TABLE3["cwece"][10]
+            printed_tables.TABLE3["cwece"][10]
         )
         # the markdown: one row per pair, `value (rank)` cells, the best bold, accuracy in %
         markdown = (tmp_path / "table3.md").read_text()
@@ -132,9 +138,9 @@ class TestTableLayout:
 
     def test_the_papers_table_3_under_both_tests(self):
         # the question, on the printed cross-entropy: ILS + TempS 1.41, No LS + TempS 5.32, CD 5.02
-        pairs = list(paper_values.TABLE3_PAIRS)
+        pairs = list(printed_tables.TABLE3_PAIRS)
         runs = {
-            (pair, 0): {c: {"nll": paper_values.TABLE3["nll"][i][j]} for j, c in enumerate(METHODS)}
+            (pair, 0): {c: {"nll": printed_tables.TABLE3["nll"][i][j]} for j, c in enumerate(METHODS)}
             for i, pair in enumerate(pairs)
         }
         stats_ = paper_tables._statistics(

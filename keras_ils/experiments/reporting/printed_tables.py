@@ -1,7 +1,7 @@
 """The paper's printed results, as data: Table 3 (`tab:results`) and the distillation table (`tab:distil`).
 
 Transcribed from the paper's LaTeX source (Maher & Kull 2021, §6); the values
-only, not the printed rank subscripts, which `keras_ils.experiments.ranks`
+only, not the printed rank subscripts, which `keras_ils.experiments.reporting.ranks`
 recomputes (several printed subscripts and averages disagree with the printed
 values, e.g. Table 3's cross-entropy average rank of ILS + TempS is printed
 1.36 and recomputes to 1.41). The printed average ranks are kept in comments.
@@ -16,7 +16,7 @@ values, e.g. Table 3's cross-entropy average rank of ILS + TempS is printed
   (`DISTILLATION_COLUMNS`), rows in `DISTILLATION_PAIRS` order.
 
 Pairs are `(dataset, model)` in the names `keras-ils` takes (`tfds:NAME`,
-`keras_ils.experiments.models.build` names); "ResNet32W" is `wrn-34-10`
+`keras_ils.experiments.zoo.models.build` names); "ResNet32W" is `wrn-34-10`
 (the authors' code, see docs/architectures.md).
 """
 

@@ -7,10 +7,10 @@ stacked weights (`[models, in, out]` kernels, `[models, out]` biases) and a
 whole epoch of all of them is one compiled TensorFlow function of batched
 matrix products.
 
-The training is the package's MLP recipe (`keras_ils.experiments.training.Recipe()`),
+The training is the package's MLP recipe (`keras_ils.experiments.engine.training.Recipe()`),
 reproduced exactly per model:
 
-- `keras_ils.experiments.models.mlp` architecture; Keras' initialisation (Glorot-uniform
+- `keras_ils.experiments.zoo.models.mlp` architecture; Keras' initialisation (Glorot-uniform
   kernels, zero biases), drawn with numpy from the model's seed;
 - cross-entropy against fixed soft targets (compute them once with
   `keras_ils.targets.ils_targets`: ILS targets do not depend on the student),
@@ -75,7 +75,7 @@ class TrainedMLPs(NamedTuple):
 
 
 def layer_sizes(input_dim: int, num_classes: int, hidden_layers: int = 5, units: int = 64) -> list:
-    """`[(in, out), ...]` of `keras_ils.experiments.models.mlp(num_classes, (input_dim,), hidden_layers, units)`.
+    """`[(in, out), ...]` of `keras_ils.experiments.zoo.models.mlp(num_classes, (input_dim,), hidden_layers, units)`.
 
     Example:
 
@@ -99,7 +99,7 @@ def initial_weights(
       zero biases.
     - `"pytorch"`: `torch.nn.Linear`'s defaults, kernels and biases uniform in
       `[-1/sqrt(fan_in), 1/sqrt(fan_in)]` (the paper's authors trained with
-      PyTorch); for comparing with the paper, not what `keras_ils.experiments.models.mlp`
+      PyTorch); for comparing with the paper, not what `keras_ils.experiments.zoo.models.mlp`
       starts from.
 
     Returns:

@@ -5,7 +5,7 @@ validation cross-entropy against hard labels over its grids (LS: 5 values of
 epsilon; ILS1: 5 x 5 of P1, P2; ILS2: 5 x 5 of epsilon, T; ILS: 5 x 5 x 5 of
 P1, P2, T). On vector data, with the paper's MLP or any plain MLP, every one
 of those students is one row of stacked weights in
-`keras_ils.experiments.vectorised.train_mlps`, so the whole search is a few
+`keras_ils.experiments.engine.vectorised.train_mlps`, so the whole search is a few
 batched training calls instead of one `model.fit` per candidate:
 
 1. the No LS teacher and every LS candidate (their targets need no teacher),
@@ -27,8 +27,8 @@ order (the seed's), so candidates differ only in their targets, as every
 trial of `keras_ils.tuning`'s KerasTuner search does. Each model trains by
 the package's MLP recipe (Adam, mini-batches, early stopping on the
 validation NLL, best epoch restored) and agrees with `model.fit` on the same
-initial weights and batches to float tolerance (tests/experiments/test_vectorised.py,
-tests/experiments/test_students.py).
+initial weights and batches to float tolerance (tests/experiments/engine/test_vectorised.py,
+tests/experiments/engine/test_students.py).
 
 Cross-fitted teacher (beyond the paper). ILS1 reads the teacher's `p_t` on the
 teacher's own training examples, where a network that fitted them says about
@@ -49,11 +49,12 @@ import numpy as np
 
 from keras_ils import baselines, calibration, tuning
 from keras_ils._checks import integer_at_least, invalid
-from keras_ils.experiments import models, vectorised
+from keras_ils.experiments.engine import vectorised
+from keras_ils.experiments.zoo import models
 from keras_ils.targets import METHOD_HYPERPARAMETERS, ils_targets, validate_hyperparameters
 
 # What the engine trains: No LS (the teacher), the smoothing family, and the baselines whose targets are fixed per
-# example (BS_Soft and Beta depend on the student's own predictions: keras_ils.experiments.pipeline trains them).
+# example (BS_Soft and Beta depend on the student's own predictions: the main job trains them with model.fit).
 METHODS = ("none", "ls", "ils1", "ils2", "ils", "dis", "cls")
 TEACHER_METHODS = ("ils1", "ils2", "ils", "dis", "cls")
 
@@ -115,7 +116,7 @@ class StudentSearch:
         return vectorised.mlp_logits([(k[index : index + 1], b[index : index + 1]) for k, b in self.weights], x)[0]
 
     def keras_model(self, index: int):
-        """Candidate `index` as a Keras model (`keras_ils.experiments.models.mlp`) holding its weights."""
+        """Candidate `index` as a Keras model (`keras_ils.experiments.zoo.models.mlp`) holding its weights."""
         kernel = self.weights[0][0]
         model = models.mlp(self.weights[-1][0].shape[-1], (kernel.shape[1],), self.hidden_layers, self.units)
         model.set_weights([np.asarray(w[index]) for pair in self.weights for w in pair])
@@ -192,7 +193,7 @@ def search_students(
 
     Args:
         x_train, y_train: `[n, d]` features (standardised, as
-            `keras_ils.experiments.datasets` loads them) and integer labels.
+            `keras_ils.experiments.data.datasets` loads them) and integer labels.
         x_validation, y_validation: the validation split: early stopping,
             every temperature, every selection.
         num_classes: `K`. Defaults to one more than the largest label.

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from keras_ils.experiments import ranks
+from keras_ils.experiments.reporting import ranks
 
 # Demšar (2006), Table 5: critical values q_alpha for k = 2..10 methods (two-tailed)
 NEMENYI = {

@@ -130,8 +130,8 @@ def recipe_family(model_name: str) -> str:
         return "wrn"
     raise invalid(  # worded as `models.build` words it, which names the argument `model`
         "model",
-        "a name of keras_ils.experiments.models.build (mlp, mlp-D-W, lenet, alexnet, resnet*, resnet*sd, densenet*, "
-        "wrn-*, inceptionv4)",
+        "a name of keras_ils.experiments.zoo.models.build (mlp, mlp-D-W, lenet, alexnet, resnet*, resnet*sd, "
+        "densenet*, wrn-*, inceptionv4)",
         model_name,
     )
 

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_ils.experiments import training
+from keras_ils.experiments.engine import training
 
 
 def test_paper_recipes():
@@ -33,7 +33,8 @@ def test_augmentation_keeps_shape_and_content():
 
 
 def test_weight_decay_is_the_models_not_the_optimizers():
-    # the recipe's weight decay is coupled L2 on the kernels, built into the model (tests/experiments/test_models.py)
+    # the recipe's weight decay is coupled L2 on the kernels, built into the model
+    # (tests/experiments/zoo/test_models.py)
     for recipe in (training.recipe_for("resnet20"), training.Recipe(optimizer="sgd", weight_decay=1e-2)):
         assert recipe.weight_decay and recipe.build_optimizer().weight_decay is None
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ils.experiments import models, synthetic, training, vectorised
+from keras_ils.experiments.data import synthetic
+from keras_ils.experiments.engine import training, vectorised
+from keras_ils.experiments.zoo import models
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import ils_targets, teacher_targets

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from keras_ils.experiments import synthetic
+from keras_ils.experiments.data import synthetic
 
 import reference
 

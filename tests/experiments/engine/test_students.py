@@ -7,7 +7,9 @@ import tensorflow as tf
 
 from keras_ils import baselines
 from keras_ils.distillation import DistillationCrossEntropy
-from keras_ils.experiments import models, students, synthetic, vectorised
+from keras_ils.experiments.data import synthetic
+from keras_ils.experiments.engine import students, vectorised
+from keras_ils.experiments.zoo import models
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import teacher_targets

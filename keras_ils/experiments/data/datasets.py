@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.experiments import synthetic
+from keras_ils.experiments.data import synthetic
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 DEFAULT_VALIDATION_FRACTION = 0.2

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ils.experiments import models
+from keras_ils.experiments.zoo import models
 
 
 def test_mlp_is_the_papers_network():

@@ -1,0 +1,1 @@
+"""The paper's networks by name (Table 3 and the distillation table)."""
