@@ -16,7 +16,7 @@ train/validation/test seeds as `keras_ils.experiments.data.datasets.load_synthet
    logits on the training set give every ILS target through
    `keras_ils.targets.ils_targets` (the package's one implementation), once.
 4. ILS1 (`P1 x P2`), ILS2 (`epsilon x T`) and ILS (`P1 x P2 x T`) over the
-   appendix grids (`keras_ils.tuning.GRIDS["synthetic"]`). The grid's `T` is
+   appendix grids (`keras_ils.methods.get(...).grid("synthetic")`). The grid's `T` is
    the package's `temperature` on the calibrated teacher (see
    `keras_ils.targets`: the paper divides raw logits, so our `T = 1` is its
    `T = T*`).
@@ -45,7 +45,7 @@ the authors' code's quantity that the paper's cwECE column actually prints
 | `run`        | the grids, presets and `run_replicates`: datasets, the training stages          |
 | `extras`     | Table 2's teachers and students, Fig. 2's counts                                |
 | `ablation`   | several runs side by side against the paper's No LS and LS rows                 |
-| `paper`      | the paper's numbers as data: `ROWS`, `PAPER`, `CLAIMS`                          |
+| `printed_values` | the paper's numbers as data: `ROWS`, `PAPER`, `CLAIMS`                      |
 | `scoring`    | one replicate: each row's model chosen on validation, test scores, Fig. 4 sums  |
 | `statistics` | `summarise`: means per row, win rates with `sign_test`, `best_smoothing_curves` |
 | `report`     | `markdown` (appendix table, Tables 1 and 2) and `write_outputs`                 |

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from keras_ils import calibration, tuning
+from keras_ils import calibration, methods
 from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.experiments.data import synthetic
 from keras_ils.experiments.engine import vectorised
@@ -67,7 +67,7 @@ def grids(quick: bool = False, teacher_grid: str = "paper") -> dict:
     """
     if teacher_grid not in TEACHER_GRIDS:
         raise invalid("teacher_grid", f"one of {TEACHER_GRIDS}", teacher_grid)
-    full = tuning.GRIDS["synthetic"]
+    full = {**methods.get("ls").grid("synthetic"), **methods.get("ils").grid("synthetic")}
     if not quick:
         grid = {name: tuple(values) for name, values in full.items()}
         if teacher_grid == "authors":
