@@ -173,7 +173,7 @@ class BootstrapSoftLoss(keras.losses.Loss):
             **super().get_config(),
             "beta": self.beta,
             "back_propagate_prediction": self.back_propagate_prediction,
-            "dtype": self._dtype_policy.name,
+            "dtype": self.dtype,
         }
 
 
@@ -301,5 +301,5 @@ class BetaSmoothingLoss(keras.losses.Loss):
             "alpha": self.alpha,
             "a": self.a,
             "seed": self.seed,
-            "dtype": self._dtype_policy.name,
+            "dtype": self.dtype,
         }

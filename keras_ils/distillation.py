@@ -209,7 +209,7 @@ class DistillationCrossEntropy(keras.losses.Loss):
             "weight": self.weight,
             "teacher_temperature": self.teacher_temperature,
             "student_temperature": self.student_temperature,
-            "dtype": self._dtype_policy.name,
+            "dtype": self.dtype,
         }
 
 
