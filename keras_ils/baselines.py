@@ -19,19 +19,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import keras
 import numpy as np
 from keras import ops
+from numpy.typing import ArrayLike
 
 from keras_ils import _labels
 from keras_ils import targets as _targets
 from keras_ils._checks import number_in, positive
 from keras_ils.data import as_pairs
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 _register = keras.saving.register_keras_serializable(package="keras_ils")
 
 
-def class_similarity_logits(data, num_classes: int, temperature: float = 1.0) -> np.ndarray:
+def class_similarity_logits(data: tf.data.Dataset | tuple, num_classes: int, temperature: float = 1.0) -> np.ndarray:
     """Per-class rows of similarity logits from Euclidean distances between class means, `[K, K]`.
 
     `logits[t, j] = -||mean_t - mean_j|| / (temperature * d)`, with `d` the mean
@@ -84,7 +90,9 @@ def class_similarity_logits(data, num_classes: int, temperature: float = 1.0) ->
     return (-distances / (temperature * max(scale, 1e-12))).astype(np.float32)
 
 
-def bootstrap_targets(one_hot, student_logits, beta: float = 0.95, back_propagate_prediction: bool = True):
+def bootstrap_targets(
+    one_hot: ArrayLike, student_logits: ArrayLike, beta: float = 0.95, back_propagate_prediction: bool = True
+):
     """Soft-bootstrapping targets `beta * y + (1 - beta) * softmax(student)`.
 
     With `back_propagate_prediction=True` (Reed et al.'s formulation) the
@@ -151,9 +159,9 @@ class BootstrapSoftLoss(keras.losses.Loss):
         self,
         beta: float = 0.95,
         back_propagate_prediction: bool = True,
-        reduction="sum_over_batch_size",
+        reduction: str | None = "sum_over_batch_size",
         name: str = "bootstrap_soft",
-        dtype=None,
+        dtype: str | None = None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         bootstrap_targets(np.eye(2)[:1], np.zeros((1, 2)), beta)  # validates beta
@@ -208,7 +216,7 @@ def beta_shape_for_epsilon(epsilon: float, num_classes: int, alpha: float = 0.4)
     return mean_b / (1.0 - mean_b)
 
 
-def beta_smoothing_targets(one_hot, student_logits, beta_samples, alpha: float = 0.4):
+def beta_smoothing_targets(one_hot: ArrayLike, student_logits: ArrayLike, beta_samples: ArrayLike, alpha: float = 0.4):
     """Beta smoothing targets (Zhang & Sabuncu, 2020), the samples assigned by confidence rank.
 
     The batch's `b` samples are sorted and handed out by the rank of each
@@ -275,9 +283,9 @@ class BetaSmoothingLoss(keras.losses.Loss):
         alpha: float = 0.4,
         a: float = 1.0,
         seed: int | None = None,
-        reduction="sum_over_batch_size",
+        reduction: str | None = "sum_over_batch_size",
         name: str = "beta_smoothing",
-        dtype=None,
+        dtype: str | None = None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         _check_alpha(alpha)

@@ -23,12 +23,18 @@ on every backend.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops
+from numpy.typing import ArrayLike
 
 from keras_ils import _labels
+
+if TYPE_CHECKING:
+    from keras_ils.teacher import TeacherLogits
 
 _ATTACH_CHUNK = 256
 
@@ -61,7 +67,9 @@ def as_pairs(dataset: tf.data.Dataset, image_key: str = "image", label_key: str 
     )
 
 
-def with_teacher_targets(dataset: tf.data.Dataset, teacher_logits, **keys) -> tf.data.Dataset:
+def with_teacher_targets(
+    dataset: tf.data.Dataset, teacher_logits: TeacherLogits | ArrayLike, **keys
+) -> tf.data.Dataset:
     """Attaches a teacher row to every example: `(x, y)` becomes `(x, teacher_targets(y, row))`.
 
     A `tf.data` map: TensorFlow under every Keras backend (see the module
@@ -168,7 +176,9 @@ def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, *
     return as_pairs(dataset, **keys).map(cast, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def predict_with_labels(model, data, batch_size: int = 256):
+def predict_with_labels(
+    model: keras.Model, data: tf.data.Dataset | tuple, batch_size: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
     """Runs `model` over `(x, y)` data once and returns `(outputs, y)` as numpy, paired.
 
     Works on every Keras backend. `data` is one of:

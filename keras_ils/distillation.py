@@ -26,12 +26,18 @@ targets hold calibrated logits (raw / T*), the paper's T = 20 was applied to raw
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import keras
 from keras import ops
+from numpy.typing import ArrayLike
 
 from keras_ils import _labels
 from keras_ils._checks import number_in, positive
 from keras_ils.calibration import calibrate
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _register = keras.saving.register_keras_serializable(package="keras_ils")
 
@@ -40,7 +46,12 @@ def _check_weight(weight):
     return number_in("weight", weight, 0.0, 1.0)
 
 
-def soft_cross_entropy(teacher_logits, student_logits, teacher_temperature=1.0, student_temperature=1.0):
+def soft_cross_entropy(
+    teacher_logits: ArrayLike,
+    student_logits: ArrayLike,
+    teacher_temperature: float = 1.0,
+    student_temperature: float = 1.0,
+):
     """Per-example `-sum_j softmax(teacher / T_t)_j * log_softmax(student / T_s)_j` (teacher not back-propagated).
 
     Example:
@@ -178,9 +189,9 @@ class DistillationCrossEntropy(keras.losses.Loss):
         weight: float = 0.9,
         teacher_temperature: float = 20.0,
         student_temperature: float = 1.0,
-        reduction="sum_over_batch_size",
+        reduction: str | None = "sum_over_batch_size",
         name: str = "distillation_cross_entropy",
-        dtype=None,
+        dtype: str | None = None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.weight = _check_weight(weight)
@@ -238,7 +249,7 @@ class FitTemperatureOnTrainEnd(keras.callbacks.Callback):
     True
     """
 
-    def __init__(self, validation_data, **calibrate_options):
+    def __init__(self, validation_data: tf.data.Dataset | tuple, **calibrate_options):
         super().__init__()
         self.validation_data = validation_data
         self.calibrate_options = calibrate_options

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import keras
 from keras import ops
+from numpy.typing import ArrayLike
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least
@@ -47,7 +48,7 @@ from keras_ils._checks import integer_at_least
 _register = keras.saving.register_keras_serializable(package="keras_ils")
 
 
-def bin_index(probabilities, num_bins):
+def bin_index(probabilities: ArrayLike, num_bins: int):
     """The paper's bin of each probability: `clip(ceil(p * N) - 1, 0, N - 1)`.
 
     Example:
@@ -65,7 +66,15 @@ class _CalibrationMetric(keras.metrics.Metric):
 
     _reads_probabilities = True  # False where `from_logits` cannot change the value (the argmax)
 
-    def __init__(self, num_classes=None, num_bins=15, from_logits=False, name=None, dtype=None, needs_classes=False):
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        num_bins: int = 15,
+        from_logits: bool = False,
+        name: str | None = None,
+        dtype: str | None = None,
+        needs_classes: bool = False,
+    ):
         super().__init__(name=name, dtype=dtype)
         if needs_classes or num_classes is not None:
             integer_at_least("num_classes", num_classes, 2)
@@ -130,7 +139,9 @@ class _CalibrationMetric(keras.metrics.Metric):
 class _TopLabelBins(_CalibrationMetric):
     """Per-bin count, confidence sum and correct sum of the top-label prediction."""
 
-    def __init__(self, num_bins=15, from_logits=False, name=None, dtype=None):
+    def __init__(
+        self, num_bins: int = 15, from_logits: bool = False, name: str | None = None, dtype: str | None = None
+    ):
         super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
         self.counts = self._zeros("counts", num_bins)
         self.confidence_sums = self._zeros("confidence_sums", num_bins)
@@ -178,7 +189,7 @@ class ExpectedCalibrationError(_TopLabelBins):
         Maher & Kull (2021), §2.2, Eq. 1; Naeini et al. (2015).
     """
 
-    def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "ece", dtype=None):
+    def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "ece", dtype: str | None = None):
         super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
 
     def result(self):
@@ -213,7 +224,7 @@ class MaximumCalibrationError(_TopLabelBins):
         Naeini et al. (2015).
     """
 
-    def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "mce", dtype=None):
+    def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "mce", dtype: str | None = None):
         super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
 
     def result(self):
@@ -256,7 +267,12 @@ class ClasswiseExpectedCalibrationError(_CalibrationMetric):
     """
 
     def __init__(
-        self, num_classes: int, num_bins: int = 15, from_logits: bool = False, name: str = "cwece", dtype=None
+        self,
+        num_classes: int,
+        num_bins: int = 15,
+        from_logits: bool = False,
+        name: str = "cwece",
+        dtype: str | None = None,
     ):
         super().__init__(num_classes, num_bins, from_logits, name, dtype, needs_classes=True)
         size = num_classes * num_bins
@@ -320,7 +336,7 @@ class ClassConditionalECE(_CalibrationMetric):
         num_bins: int = 15,
         from_logits: bool = False,
         name: str = "class_conditional_ece",
-        dtype=None,
+        dtype: str | None = None,
     ):
         super().__init__(num_classes, num_bins, from_logits, name, dtype, needs_classes=True)
         size = num_classes * num_bins
@@ -347,7 +363,7 @@ class ClassConditionalECE(_CalibrationMetric):
 class _WeightedMean(_CalibrationMetric):
     """Weighted mean of a per-example value; subclasses define `_values`."""
 
-    def __init__(self, from_logits=False, name=None, dtype=None):
+    def __init__(self, from_logits: bool = False, name: str | None = None, dtype: str | None = None):
         super().__init__(from_logits=from_logits, name=name, dtype=dtype)
         self.total = self._zeros("total")
         self.count = self._zeros("count")
@@ -385,7 +401,7 @@ class NegativeLogLikelihood(_WeightedMean):
     0.4581
     """
 
-    def __init__(self, from_logits: bool = False, name: str = "nll", dtype=None):
+    def __init__(self, from_logits: bool = False, name: str = "nll", dtype: str | None = None):
         super().__init__(from_logits=from_logits, name=name, dtype=dtype)
 
     def _values(self, probabilities, log_probabilities, one_hot):
@@ -412,7 +428,7 @@ class BrierScore(_WeightedMean):
         Brier (1950).
     """
 
-    def __init__(self, from_logits: bool = False, name: str = "brier", dtype=None):
+    def __init__(self, from_logits: bool = False, name: str = "brier", dtype: str | None = None):
         super().__init__(from_logits=from_logits, name=name, dtype=dtype)
 
     def _values(self, probabilities, log_probabilities, one_hot):
@@ -446,7 +462,7 @@ class TopLabelAccuracy(_WeightedMean):
 
     _reads_probabilities = False
 
-    def __init__(self, from_logits: bool = False, name: str = "top_label_accuracy", dtype=None):
+    def __init__(self, from_logits: bool = False, name: str = "top_label_accuracy", dtype: str | None = None):
         super().__init__(from_logits=from_logits, name=name, dtype=dtype)
         self._direction = "up"
 

@@ -8,12 +8,15 @@ figures are left as they were.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from keras_ils import evaluation
 from keras_ils._files import atomic_write
 
 
-def reliability_diagram(probabilities, labels, path: str, *, num_bins: int = 15, title: str | None = None) -> str:
+def reliability_diagram(
+    probabilities: ArrayLike, labels: ArrayLike, path: str, *, num_bins: int = 15, title: str | None = None
+) -> str:
     """Writes a reliability diagram (top-label accuracy vs confidence per bin) and a confidence histogram.
 
     The bars are `keras_ils.evaluation.top_label_bins` (the paper's bins);

@@ -36,6 +36,7 @@ from typing import Literal, get_args
 
 import keras
 from keras import ops
+from numpy.typing import ArrayLike
 
 from keras_ils import _labels
 from keras_ils._checks import invalid
@@ -82,14 +83,14 @@ def _real(name, value):
 
 
 def validate_hyperparameters(
-    method="ils",
-    epsilon=_DEFAULTS["epsilon"],
-    p1=_DEFAULTS["p1"],
-    p2=_DEFAULTS["p2"],
-    temperature=_DEFAULTS["temperature"],
-    max_epsilon=_DEFAULTS["max_epsilon"],
-    family=_DEFAULTS["family"],
-):
+    method: Method = "ils",
+    epsilon: float = _DEFAULTS["epsilon"],
+    p1: float = _DEFAULTS["p1"],
+    p2: float = _DEFAULTS["p2"],
+    temperature: float = _DEFAULTS["temperature"],
+    max_epsilon: float = _DEFAULTS["max_epsilon"],
+    family: Family = _DEFAULTS["family"],
+) -> dict:
     """Checks the ILS hyperparameters; raises `ValueError`/`TypeError` naming the argument.
 
     Returns:
@@ -134,11 +135,11 @@ def _compute_dtype(x):
 
 
 def smoothing_factor(
-    true_class_probability,
-    p1=_DEFAULTS["p1"],
-    p2=_DEFAULTS["p2"],
-    max_epsilon=_DEFAULTS["max_epsilon"],
-    family=_DEFAULTS["family"],
+    true_class_probability: ArrayLike,
+    p1: float = _DEFAULTS["p1"],
+    p2: float = _DEFAULTS["p2"],
+    max_epsilon: float = _DEFAULTS["max_epsilon"],
+    family: Family = _DEFAULTS["family"],
 ):
     """ILS1's instance smoothing factor as a function of the teacher's `p_t`.
 
@@ -198,7 +199,7 @@ def _wrong_class_distribution(one_hot, scaled_logits, num_classes):
     return ops.where(has_mass, unnormalised / ops.where(has_mass, total, 1.0), uniform)
 
 
-def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
+def targets_from_one_hot(one_hot: ArrayLike, teacher_logits: ArrayLike | None = None, **hyperparameters):
     """`ils_targets` for one-hot labels: the one implementation every caller uses.
 
     Args:
@@ -251,17 +252,17 @@ def targets_from_one_hot(one_hot, teacher_logits=None, **hyperparameters):
 
 
 def ils_targets(
-    labels,
-    teacher_logits=None,
+    labels: ArrayLike,
+    teacher_logits: ArrayLike | None = None,
     *,
-    method,
-    epsilon=_DEFAULTS["epsilon"],
-    p1=_DEFAULTS["p1"],
-    p2=_DEFAULTS["p2"],
-    temperature=_DEFAULTS["temperature"],
-    max_epsilon=_DEFAULTS["max_epsilon"],
-    family=_DEFAULTS["family"],
-    num_classes=None,
+    method: Method,
+    epsilon: float = _DEFAULTS["epsilon"],
+    p1: float = _DEFAULTS["p1"],
+    p2: float = _DEFAULTS["p2"],
+    temperature: float = _DEFAULTS["temperature"],
+    max_epsilon: float = _DEFAULTS["max_epsilon"],
+    family: Family = _DEFAULTS["family"],
+    num_classes: int | None = None,
 ):
     """Soft targets for a student: no smoothing, LS, ILS1, ILS2 or ILS.
 
@@ -337,7 +338,7 @@ def ils_targets(
     )
 
 
-def teacher_targets(labels, teacher_logits):
+def teacher_targets(labels: ArrayLike, teacher_logits: ArrayLike):
     """Packs labels and calibrated teacher logits into the package's `y_true` layout.
 
     The result is what `ILSLoss` and the package's metrics read as "teacher

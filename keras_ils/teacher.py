@@ -119,7 +119,7 @@ def _save(path, teacher_logits):
 
 def compute_teacher_logits(
     teacher: keras.Model,
-    dataset,
+    dataset: tf.data.Dataset,
     *,
     temperature: float = 1.0,
     batch_size: int = 256,

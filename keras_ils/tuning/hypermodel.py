@@ -9,6 +9,8 @@ smoothed loss for LS.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Mapping
+from typing import Literal, get_args
 
 import keras
 import keras_tuner
@@ -102,11 +104,11 @@ class ILSHyperModel(keras_tuner.HyperModel):
 
     def __init__(
         self,
-        build_model,
+        build_model: Callable[[keras_tuner.HyperParameters], keras.Model],
         num_classes: int,
         method: str = "ils",
-        search_space="paper",
-        objective=OBJECTIVE,
+        search_space: str | Mapping = "paper",
+        objective: str | keras_tuner.Objective = OBJECTIVE,
         patience: int | None = 10,
         seed: int | None = None,
         loss_options: dict | None = None,
@@ -191,7 +193,9 @@ class ILSHyperModel(keras_tuner.HyperModel):
         return model.fit(*args, callbacks=callbacks, **kwargs)
 
 
-def best_student(tuner, *, calibrate_on=None, **calibrate_options):
+def best_student(
+    tuner: keras_tuner.Tuner, *, calibrate_on: tf.data.Dataset | tuple | None = None, **calibrate_options
+) -> keras.Model:
     """The best trial's model at its best epoch; temperature-scaled on `calibrate_on` when given.
 
     Args:
@@ -212,11 +216,12 @@ def best_student(tuner, *, calibrate_on=None, **calibrate_options):
     return model if calibrate_on is None else calibration.calibrate(model, calibrate_on, **calibrate_options)
 
 
-ALGORITHMS = ("grid", "random", "bayesian", "hyperband")
+Algorithm = Literal["grid", "random", "bayesian", "hyperband"]
+ALGORITHMS = get_args(Algorithm)
 
 
 def tuner_for(
-    algorithm: str,
+    algorithm: Algorithm,
     hypermodel: ILSHyperModel,
     *,
     directory: str,
