@@ -1,4 +1,6 @@
-"""Does the cross-fitted teacher's ILS1 smoothing factor track true difficulty? (docs/real_data.md, issue 13 item 5)
+"""Does the cross-fitted teacher's ILS1 smoothing factor track true difficulty? (issue 13 item 5)
+
+The findings are in docs/results/real-data.md.
 
 On the paper's synthetic task the true class posterior is known
 (`keras_ils.experiments.data.synthetic.bayes_logits`), so the Bayes-optimal
@@ -23,16 +25,17 @@ difference of `eps_x` and of `p_t` itself: mean ± standard error over seeds,
 and a paired exact two-sided sign test of (ii) against (i) (a win: higher
 correlation, lower difference).
 
-    nice -n 19 python docs/crossfit_teacher.py --seeds 20 --output docs/real_data_ils/crossfit_teacher.json
+    nice -n 19 python scripts/crossfit_teacher.py --seeds 20 --output results/real_data_ils/crossfit_teacher.json
 
 `--real-seeds N` adds, for scikit-learn's iris, wine and breast cancer (the
-splits of docs/real_data_ils.py: stratified 70/30, 20 % validation, seeds
+splits of scripts/real_data_ils.py: stratified 70/30, 20 % validation, seeds
 0..N-1), where no true posterior is known, how confident each teacher is on
 the training examples it reads `p_t` from, beside the full teacher's `p_t` on
 the held-out validation examples: a teacher that memorised its training set
 reads far higher `p_t` on it than on validation.
 
-    nice -n 19 python docs/crossfit_teacher.py --seeds 0 --real-seeds 10 --output docs/real_data_ils/crossfit_teacher.json
+    nice -n 19 python scripts/crossfit_teacher.py --seeds 0 --real-seeds 10 \\
+        --output results/real_data_ils/crossfit_teacher.json
 """
 
 from __future__ import annotations
@@ -145,7 +148,8 @@ def real_teachers(name, seed, directory):
 
 def real_markdown(rows):
     lines = [f"{len(rows) // len(REAL_SETS)} seeds per set; the calibrated teachers' p_t (eps_x at P1 0.9, P2 1.5).",
-             "", "| data set | p_t read from | mean p_t | share of p_t > 0.99 | mean eps_x | s.d. of eps_x within a seed |",
+             "", "| data set | p_t read from | mean p_t | share of p_t > 0.99 | mean eps_x "
+                 "| s.d. of eps_x within a seed |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for name in REAL_SETS:
         mine = [r for r in rows if r["dataset"] == name]
@@ -186,7 +190,8 @@ def markdown(per_seed):
     lines += ["", "Agreement with the Bayes-optimal value on the training examples (mean ± s.e. over seeds); "
               "5-fold vs in-sample: wins/losses of the out-of-fold teacher (higher correlation, lower difference), "
               "exact two-sided sign test.", "",
-              "| quantity | statistic | in-sample | 5-fold out of fold | 5-fold vs in-sample |", "|---|---|---|---|---|"]  # fmt: skip
+              "| quantity | statistic | in-sample | 5-fold out of fold | 5-fold vs in-sample |",
+              "|---|---|---|---|---|"]  # fmt: skip
     for quantity in per_seed[0]["agreement"]:
         for statistic in STATISTICS:
             a = np.array([s["agreement"][quantity]["in-sample"][statistic] for s in per_seed])

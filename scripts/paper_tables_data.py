@@ -1,13 +1,15 @@
-"""The worked example's data for `keras-ils benchmark paper` (docs/paper_tables/README.md): scikit-learn's sets as .npz.
+"""The worked example's data for `keras-ils benchmark paper`: scikit-learn's sets as .npz.
+
+The example itself is docs/results/paper-tables.md.
 
 Each of iris, wine and breast cancer is split 70/30 into train and test,
 stratified, with `random_state=0`, and saved as a user's `.npz`
-(`x_train, y_train, x_test, y_test`) in `docs/paper_tables/data/`. The
+(`x_train, y_train, x_test, y_test`) in `results/paper_tables/data/`. The
 command then carves its own 20 % stratified validation split from train,
 seeded by each run's seed. Needs scikit-learn (the test extra); the package
 itself never imports it.
 
-    python docs/paper_tables_data.py
+    python scripts/paper_tables_data.py
 """
 
 import os
@@ -16,7 +18,7 @@ import numpy as np
 from sklearn import datasets
 from sklearn.model_selection import train_test_split
 
-DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_tables", "data")
+DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "paper_tables", "data")
 
 if __name__ == "__main__":
     os.makedirs(DIRECTORY, exist_ok=True)

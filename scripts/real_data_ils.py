@@ -1,4 +1,4 @@
-"""Tuned ILS on real data: the main job over many seeds, with paired win rates (docs/real_data.md, issue 13).
+"""Tuned ILS on real data: the main job over many seeds, with paired win rates (docs/results/real-data.md, issue 13).
 
 For each data set and seed the script runs the package's main job in process,
 `keras_ils.experiments.main_job.pipeline.run(..., model_name="mlp")`, which tunes every
@@ -28,12 +28,12 @@ Runs are resumable: a run whose `results.json` exists is not run again, so
 a killed job loses at most the run in progress. The tables (means with
 standard errors over seeds; paired win rates with exact two-sided sign tests,
 ties dropped, no correction for multiple tests, as in
-docs/synthetic_experiments.md) are printed and written to `OUTPUT/tables.md`,
+docs/results/synthetic-protocol.md) are printed and written to `OUTPUT/tables.md`,
 every row of every run to `OUTPUT/rows.json`.
 
-    nice -n 19 python docs/real_data_ils.py --seeds 20 --datasets iris,wine,breast_cancer,synthetic \\
-        --teacher-folds 1,5 --output docs/real_data_ils           # needs scikit-learn
-    python docs/real_data_ils.py --tables-only --output docs/real_data_ils   # tables from the stored runs
+    nice -n 19 python scripts/real_data_ils.py --seeds 20 --datasets iris,wine,breast_cancer,synthetic \\
+        --teacher-folds 1,5 --output results/real_data_ils           # needs scikit-learn
+    python scripts/real_data_ils.py --tables-only --output results/real_data_ils   # tables from the stored runs
 """
 
 from __future__ import annotations
@@ -241,7 +241,8 @@ def markdown(found, names, folds_list, seeds):
     counts = {(name, folds): sum((name, folds, s) in found for s in seeds) for name in names for folds in folds_list}
     lines.append("Seeds per data set and teacher setting: " + ", ".join(
         f"{name} k={folds}: {count}" for (name, folds), count in counts.items()) + ".")  # fmt: skip
-    lines += ["", "Mean test NLL / ECE / accuracy over seeds (the per-set tables below give standard errors and cwECE):",
+    lines += ["", "Mean test NLL / ECE / accuracy over seeds (the per-set tables below give standard errors and "
+              "cwECE):",
               "", summary(found, names, folds_list, seeds), ""]  # fmt: skip
     for name in names:
         runs = {folds: [found[(name, folds, s)] for s in seeds if (name, folds, s) in found] for folds in folds_list}
@@ -253,7 +254,8 @@ def markdown(found, names, folds_list, seeds):
         test_count = first["rows"][0]["all"]["count"]
         lines += [f"### {name}", ""]
         lines.append(f"{len(runs[1])} seeds; {n_val} validation and {test_count} test examples; teacher T* "
-                     f"{t_star.min():.2f} / {np.median(t_star):.2f} / {t_star.max():.2f} (min / median / max).")  # fmt: skip
+                     f"{t_star.min():.2f} / {np.median(t_star):.2f} / {t_star.max():.2f} "
+                     "(min / median / max).")  # fmt: skip
         lines += ["", "| row | teacher | test NLL | accuracy (%) | ECE | cwECE | hyperparameters chosen (most often) |",
                   "|---|---|---|---|---|---|---|"]  # fmt: skip
         for folds in folds_list:

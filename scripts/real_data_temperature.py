@@ -1,4 +1,4 @@
-"""Temperature fits on scikit-learn's bundled real data sets, before and after the MAP fit (docs/real_data.md).
+"""Temperature fits on scikit-learn's bundled real data sets, before and after the MAP fit (docs/results/real-data.md).
 
 For iris, wine and breast cancer, each seed makes a stratified 75/25
 train/test split saved as `.npz` (what a user brings), loads it with
@@ -18,7 +18,7 @@ It prints, per data set and way, the teacher's T* (range, statuses) and each
 "+ TempS" row's test NLL beside its unscaled row's, with the acceptance rule
 of the issue (TempS NLL <= 1.5 x unscaled + 0.05 on every seed).
 
-    python docs/real_data_temperature.py --seeds 20      # about a minute on 2 CPU cores; needs scikit-learn
+    python scripts/real_data_temperature.py --seeds 20      # about a minute on 2 CPU cores; needs scikit-learn
 """
 
 from __future__ import annotations

@@ -2,14 +2,14 @@
 
 Each variant is `keras_ils.experiments.synthetic_protocol.run_replicates` with
 the keywords below (everything else the package's defaults) and writes
-`docs/synthetic_ablation/<variant>/` with `write_outputs` (the table, every
+`results/synthetic_ablation/<variant>/` with `write_outputs` (the table, every
 replicate's rows, Fig. 4, Table 2 and Fig. 2), plus `run.json`: the git commit
 the run used, whether the tree was clean, and when it ran.
 
-Run:  python docs/synthetic_ablation.py VARIANT [--replicates 100]
-      python docs/synthetic_ablation.py --table      # docs/synthetic_ablation/ablation.md from the runs there
-      python docs/synthetic_ablation.py --rewrite VARIANT   # its outputs again from its JSON (report code changed)
-      python docs/synthetic_ablation.py --list
+Run:  python scripts/synthetic_ablation.py VARIANT [--replicates 100]
+      python scripts/synthetic_ablation.py --table      # results/synthetic_ablation/ablation.md from the runs there
+      python scripts/synthetic_ablation.py --rewrite VARIANT   # its outputs again from its JSON (report code changed)
+      python scripts/synthetic_ablation.py --list
 """
 
 import argparse
@@ -42,8 +42,10 @@ VARIANTS = {
     "best_combination": dict(preset="authors", batch_size=32, weight_decay=0.0, validation_loss="example_mean"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Earlier full runs (docs/synthetic_experiments.md "Runs", committed in 1128aa6; the maximum-likelihood temperature fit,
-# which moves only the TempS rows and, through the teacher's T*, the ILS rows) shown beside the new ones.
+RESULTS = os.path.join(os.path.dirname(HERE), "results")  # the generated results, beside scripts/
+# Earlier full runs (docs/results/synthetic-protocol.md "Runs", committed in 1128aa6; the maximum-likelihood
+# temperature fit, which moves only the TempS rows and, through the teacher's T*, the ILS rows) shown beside the new
+# ones.
 EARLIER = {
     "pytorch_init (earlier run, mle fit)": ("synthetic_protocol_pytorch_init", "1128aa6"),
     "independent_seeds (earlier run, mle fit)": ("synthetic_protocol_independent_seeds", "1128aa6"),
@@ -65,7 +67,7 @@ def main(argv=None):
     if args.table:
         return write_table()
     if args.rewrite:
-        directory = os.path.join(HERE, "synthetic_ablation", args.variant)
+        directory = os.path.join(RESULTS, "synthetic_ablation", args.variant)
         with open(os.path.join(directory, "synthetic_protocol.json")) as file:
             document = json.load(file)
         with open(os.path.join(directory, "run.json")) as file:
@@ -81,8 +83,8 @@ def main(argv=None):
     commit, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--", ":/keras_ils"))
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     results = synthetic_protocol.run_replicates(args.replicates, 0, **VARIANTS[args.variant])
-    output_dir = os.path.join(HERE, "synthetic_ablation", args.variant)
-    command = "python docs/synthetic_ablation.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    output_dir = os.path.join(RESULTS, "synthetic_ablation", args.variant)
+    command = "python scripts/synthetic_ablation.py " + " ".join(sys.argv[1:] if argv is None else argv)
     synthetic_protocol.write_outputs(results, output_dir, command)
     meta = dict(
         variant=args.variant,
@@ -99,12 +101,12 @@ def main(argv=None):
 
 
 def write_table():
-    """`docs/synthetic_ablation/ablation.md`: every variant present, in `VARIANTS`' order."""
+    """`results/synthetic_ablation/ablation.md`: every variant present, in `VARIANTS`' order."""
     from keras_ils.experiments.synthetic_protocol import ablation
 
     runs = {}
     for name in VARIANTS:
-        directory = os.path.join(HERE, "synthetic_ablation", name)
+        directory = os.path.join(RESULTS, "synthetic_ablation", name)
         if not os.path.exists(os.path.join(directory, "run.json")):
             continue
         with open(os.path.join(directory, "synthetic_protocol.json")) as file:
@@ -112,10 +114,10 @@ def write_table():
         with open(os.path.join(directory, "run.json")) as file:
             runs[name] = dict(results=results, meta=json.load(file))
     for name, (directory, commit) in EARLIER.items():
-        with open(os.path.join(HERE, directory, "synthetic_protocol.json")) as file:
+        with open(os.path.join(RESULTS, directory, "synthetic_protocol.json")) as file:
             runs[name] = dict(results=json.load(file)["results"], meta=dict(commit=commit))
     text = ablation.table(runs)
-    with open(os.path.join(HERE, "synthetic_ablation", "ablation.md"), "w") as file:
+    with open(os.path.join(RESULTS, "synthetic_ablation", "ablation.md"), "w") as file:
         file.write(text)
     print(text)
 
