@@ -427,6 +427,8 @@ _RESULT_FILES = "results.json, results.csv, comparison.png, reliability_*.png, m
 
 def run_command(args) -> str:
     from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.reporting import results as reporting_results
+    from keras_ils.experiments.reporting import seeds as seeds_summary
 
     fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
     pipeline.default_hyperparameters(args.dataset, **fixed)  # bad values fail before any data is read
@@ -465,15 +467,16 @@ def run_command(args) -> str:
         )
     if args.seeds == 1:
         print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
-        return pipeline.format_table(results[0])
-    summary = pipeline.summarise_seeds(results, output_dir)
+        return reporting_results.format_table(results[0])
+    summary = seeds_summary.summarise_seeds(results, output_dir)
     print(f"Results written to {output_dir}/ (summary.json, comparison.png; seed*/: {_RESULT_FILES})")
-    return "\n\n".join([*(pipeline.format_table(r) for r in results), pipeline.format_summary(summary)])
+    return "\n\n".join([*(reporting_results.format_table(r) for r in results), seeds_summary.format_summary(summary)])
 
 
 def tune_command(args) -> str:
     from keras_ils import tuning
     from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.reporting import results as reporting_results
 
     search_space = args.search_space or ("synthetic" if args.dataset == "synthetic" else "paper")
     for method in args.methods:  # a bad grid fails before any data is read or teacher trained
@@ -501,7 +504,7 @@ def tune_command(args) -> str:
     if results.get("role") == "worker":
         print(f"Worker {os.environ.get('KERASTUNER_TUNER_ID')}: no {results['method']} trials left; the chief reports.")
         return ""
-    lines = [pipeline.format_table(results)]
+    lines = [reporting_results.format_table(results)]
     for row in results["rows"]:
         if "search_val_nll" in row and not row["temps"]:
             tried = row.get("trials", row.get("candidates"))

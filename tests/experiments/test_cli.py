@@ -203,12 +203,12 @@ def test_unwritable_output_directory(tmp_path, capsys):
 
 
 def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
-    from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.main_job import engine_path
 
     def broken(*args, **kwargs):
         raise ValueError("boom in the middle")
 
-    monkeypatch.setattr(pipeline, "_record_engine_method", broken)  # after the search and the teacher's rows
+    monkeypatch.setattr(engine_path, "_record_engine_method", broken)  # after the search and the teacher's rows
     assert cli.main(["run", "--epochs", "1", "--output-dir", str(tmp_path / "o")]) == 2
     assert list(tmp_path.iterdir()) == []
 
@@ -254,10 +254,10 @@ def test_help_imports_no_tensorflow():
 
 
 def test_the_parsers_method_lists_are_the_pipelines():
-    from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.main_job import config
 
-    assert cli.ALL_METHODS == pipeline.ALL_METHODS and cli.TUNABLE_METHODS == pipeline.TUNABLE_METHODS
-    assert cli.CALIBRATOR_NAMES == tuple(pipeline.CALIBRATORS)
+    assert cli.ALL_METHODS == config.ALL_METHODS and cli.TUNABLE_METHODS == config.TUNABLE_METHODS
+    assert cli.CALIBRATOR_NAMES == tuple(config.CALIBRATORS)
 
 
 def test_the_parsers_synthetic_options_are_the_protocols():
@@ -362,7 +362,7 @@ def test_unknown_method_is_a_usage_error(capsys):
 class TestTune:
     def test_end_to_end_then_resumed_without_retraining(self, tmp_path, capsys, monkeypatch):
         from keras_ils import tuning
-        from keras_ils.experiments.main_job import pipeline
+        from keras_ils.experiments.main_job import fitting
 
         argv = ["tune", "--epochs", "4", "--algorithm", "random", "--max-trials", "2", "--methods", "ls,ils1"]
         argv += ["--output-dir", str(tmp_path / "o")]
@@ -394,7 +394,7 @@ class TestTune:
         assert search == ["ils1", "ls", "search_settings.json", "teacher.keras", "teacher_logits.npz"]
 
         # again on the same directory: the teacher is loaded, no trial trains, the same table comes out
-        monkeypatch.setattr(pipeline, "_train_model", lambda *a, **k: pytest.fail("the teacher was trained again"))
+        monkeypatch.setattr(fitting, "_train_model", lambda *a, **k: pytest.fail("the teacher was trained again"))
         monkeypatch.setattr(tuning.ILSHyperModel, "fit", lambda *a, **k: pytest.fail("a trial ran again"))
         assert cli.main(argv) == 0
         again = json.loads((tmp_path / "o" / "results.json").read_text())

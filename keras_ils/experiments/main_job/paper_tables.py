@@ -291,7 +291,7 @@ def _prefixed(log, pair, seed):
 
 def run_pair_table3(pair, seed, directory, *, search, epochs, batch_size, log, **options):
     """One pair and seed of Table 3: `pipeline.run` with every method. Returns `({column: scores}, trained)`."""
-    from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.main_job import config, pipeline
 
     path = os.path.join(directory, "results.json")
     trained = not os.path.exists(path)
@@ -305,7 +305,7 @@ def run_pair_table3(pair, seed, directory, *, search, epochs, batch_size, log, *
             pipeline.run(
                 splits,
                 model_name=model,
-                methods=pipeline.ALL_METHODS,
+                methods=config.ALL_METHODS,
                 search=search,
                 recipe=_recipe(model, splits.name, epochs, batch_size),
                 output_dir=directory,
@@ -343,7 +343,7 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
     from keras_ils import data, evaluation
     from keras_ils.distillation import DistillationCrossEntropy
     from keras_ils.experiments.engine import training
-    from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.main_job import fitting, pipeline
     from keras_ils.teacher import compute_teacher_logits
 
     dataset, model = pair
@@ -394,7 +394,7 @@ def run_pair_distillation(pair, seed, directory, *, search, epochs, batch_size, 
             raw = compute_teacher_logits(teachers[column], splits.train, cache_path=cache)  # as trained: T = 1
             train_set = data.with_teacher_targets(splits.train, raw)
             loss = DistillationCrossEntropy(**KD_SETTINGS)
-            student = pipeline.train_model(
+            student = fitting.train_model(
                 splits, STUDENT, loss, train_set, recipe=student_recipe, seed=seed, verbose=options["verbose"]
             )
             outputs, labels = data.predict_with_labels(student, test)

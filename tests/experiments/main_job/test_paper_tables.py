@@ -10,7 +10,7 @@ from test_ranks import METHODS, PAPER_CROSS_ENTROPY
 
 import keras_ils_cli as cli
 from keras_ils.experiments.engine import training
-from keras_ils.experiments.main_job import paper_tables, pipeline
+from keras_ils.experiments.main_job import fitting, paper_tables, pipeline
 from keras_ils.experiments.reporting import printed_tables, ranks
 
 
@@ -270,14 +270,14 @@ class TestVectorPath:
 class TestResumedImageRun:
     @pytest.mark.filterwarnings("ignore:Temperature scaling")  # T* from a few mock examples
     def test_single_fit_students_are_kept_and_reused_only_with_the_same_settings(self, tmp_path, monkeypatch):
-        real_train = pipeline._train_model
+        real_train = fitting._train_model
         trained = []
 
         def counting_train(setup, loss, *args, **kwargs):
             trained.append(type(loss).__name__)
             return real_train(setup, loss, *args, **kwargs)
 
-        monkeypatch.setattr(pipeline, "_train_model", counting_train)
+        monkeypatch.setattr(fitting, "_train_model", counting_train)
         with tfds.testing.mock_data(num_examples=160):
             splits = paper_tables.load_splits("tfds:cifar10", 0, validation_fraction=0.2)
             recipe = training.recipe_for("lenet", splits.name, epochs=1, batch_size=16)
@@ -293,13 +293,13 @@ class TestResumedImageRun:
                 (search / f"student_{m}.{ext}").exists() for m in ("dis", "bs_soft", "ls") for ext in ("keras", "json")
             )
             # a rerun (after a kill) trains nothing and gives the same rows
-            monkeypatch.setattr(pipeline, "_train_model", lambda *a, **k: pytest.fail("a model was trained again"))
+            monkeypatch.setattr(fitting, "_train_model", lambda *a, **k: pytest.fail("a model was trained again"))
             again = run(("dis", "bs_soft", "ls"))
             for before, after in zip(first["rows"], again["rows"], strict=True):
                 assert (after["model"], after["hyperparameters"]) == (before["model"], before["hyperparameters"])
                 np.testing.assert_allclose(after["all"]["nll"], before["all"]["nll"], rtol=1e-6)
             # another epsilon: LS is trained again (and replaces the kept one), the teacher is not
-            monkeypatch.setattr(pipeline, "_train_model", counting_train)
+            monkeypatch.setattr(fitting, "_train_model", counting_train)
             trained.clear()
             changed = run(("ls",), hyperparameters={"epsilon": 0.2})
         assert trained == ["ILSLoss"] and changed["rows"][2]["hyperparameters"] == {"epsilon": 0.2}

@@ -1,0 +1,84 @@
+"""The main job's rows: each model scored on the test set, its reliability diagram and `.keras` file."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from keras_ils import data, evaluation, plots
+from keras_ils.calibration import calibrate
+from keras_ils.experiments.engine import training
+from keras_ils.experiments.main_job.config import CALIBRATORS
+from keras_ils.experiments.main_job.fitting import _calibrated
+from keras_ils.experiments.reporting.results import _write_csv
+
+
+def _row(name, fit, hyperparameters, result):
+    """One table row; `fit` is the row's calibration fit (`TemperatureFit`, `CalibratorFit`) or `None` (as trained)."""
+    temperature = {"temperature": 1.0, "temperature_status": None, "validation_examples": None}
+    if fit is not None:
+        temperature = {
+            "temperature": getattr(fit, "temperature", None),
+            "temperature_status": fit.status,
+            "validation_examples": fit.num_examples,
+        }
+    return {"model": name, "temps": fit is not None, **temperature, "hyperparameters": hyperparameters, **result}
+
+
+class _Report:
+    """Scores models on the test set; keeps their rows and reliability diagrams in the staging directory."""
+
+    def __init__(self, splits, staging, progress):
+        self.splits, self.staging, self.progress = splits, staging, progress
+        self.test = training.evaluation_pipeline(splits.test)
+        self.rows, self.curves = [], {}
+
+    def record(self, name, fit, model, hyperparameters_used, **extra):
+        """A model's row: test scores, reliability diagram, the model saved as `.keras`, progress."""
+        outputs, labels = data.predict_with_labels(model, self.test)
+        result = evaluation.evaluate_outputs(outputs, labels, groups=self.splits.test_groups)
+        probabilities, _ = evaluation.probabilities(outputs)
+        slug = name.lower().replace(" ", "_").replace("+", "plus")
+        plots.reliability_diagram(
+            probabilities, labels, os.path.join(self.staging, f"reliability_{slug}.png"), title=name
+        )
+        model.save(os.path.join(self.staging, f"model_{slug}.keras"))
+        self.curves[name] = evaluation.top_label_bins(probabilities, labels)
+        self.rows.append({**_row(name, fit, hyperparameters_used, result), **extra})
+        self.progress.scored()
+
+    def write(self, header: dict) -> dict:
+        """`results.json` (header + rows) and `results.csv`; returns the results."""
+        bins = {
+            name: dict(zip(("counts", "correct", "confidence"), np.asarray(b).tolist(), strict=True))
+            for name, b in self.curves.items()
+        }
+        results = {**header, "rows": self.rows, "reliability_bins": bins}  # the comparison figure's, to redraw
+        with open(os.path.join(self.staging, "results.json"), "w") as file:
+            json.dump(results, file, indent=2)
+        _write_csv(self.rows, os.path.join(self.staging, "results.csv"))
+        scores = {row["model"]: {c: row["all"][c] for c in ("nll", "ece", "cwece")} for row in self.rows}
+        title = f"{header['dataset']} / {header['model']}"
+        plots.comparison(self.curves, scores, os.path.join(self.staging, "comparison.png"), title=title)
+        return results
+
+
+def _record_calibrated(setup, report, name, model, hyperparameters_used, **extra):
+    """The rows of `setup.calibrators` beyond temperature scaling: `model` calibrated on validation, each map."""
+    for key in setup.calibrators:
+        method, suffix = CALIBRATORS[key]
+        if method == "temperature":  # every model has its "+ TempS" row already
+            continue
+        with setup.strategy.scope():
+            calibrated, fit = calibrate(model, setup.validation, method=method, return_fit=True)
+        report.record(f"{name} + {suffix}", fit, calibrated, hyperparameters_used, **extra)
+
+
+def _record_student(setup, report, name, student, hyperparameters_used, **extra):
+    """The student's rows: as trained, and temperature-scaled on the validation set ("+ TempS")."""
+    report.record(name, None, student, hyperparameters_used, **extra)
+    student_scaled, fit = _calibrated(student, setup)
+    report.record(f"{name} + TempS", fit, student_scaled, hyperparameters_used, **extra)
+    _record_calibrated(setup, report, name, student, hyperparameters_used, **extra)

@@ -1,0 +1,54 @@
+"""A run's results as tables: the printed comparison table and `results.csv`."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from keras_ils import evaluation
+
+
+def _write_csv(rows, path):
+    groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g != "hyperparameters"]
+    header = ["model", "temps", "temperature", "temperature_status", "validation_examples", "hyperparameters"]
+    header += [f"{g}_{c}" if g != "all" else c for g in groups for c in (*evaluation.COLUMNS, "count")]
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        for row in rows:
+            temperature = "" if row["temperature"] is None else f"{row['temperature']:.6g}"
+            values = [row["model"], row["temps"], temperature, row["temperature_status"] or ""]
+            values += [row["validation_examples"] or "", json.dumps(row["hyperparameters"])]
+            values += [row[g][c] for g in groups for c in (*evaluation.COLUMNS, "count")]
+            writer.writerow(values)
+
+
+def format_table(results: dict) -> str:
+    """The comparison table printed by `keras-ils run`."""
+    groups = [
+        g for g in results["rows"][0] if isinstance(results["rows"][0][g], dict) and g not in ("all", "hyperparameters")
+    ]
+    header = f"{'model':<16}{'T':>7}{'T fit':>13}{'accuracy':>10}" + "".join(f"{'acc ' + g:>12}" for g in groups)
+    header += f"{'NLL':>9}{'ECE':>9}{'cwECE':>9}{'paper-cwECE':>13}  hyperparameters"
+    lines = [
+        f"{results['dataset']} / {results['model']}: teacher T* = {results['teacher_temperature']:.4f} "
+        f"({results['teacher_temperature_status']}; {results['temperature_estimator']} fit on "
+        f"{results['validation_examples']} validation examples)",
+        "cwECE = classwise-ECE (paper Eq. 2); paper-cwECE = the authors' code's variant printed in the paper",
+        header,
+        "-" * len(header),
+    ]
+    for row in results["rows"]:
+        a = row["all"]
+        temperature = "-" if row["temperature"] is None else f"{row['temperature']:.3f}"
+        line = f"{row['model']:<16}{temperature:>7}{row['temperature_status'] or '-':>13}"
+        line += f"{100 * a['accuracy']:>9.2f}%"
+        line += "".join(f"{100 * row[g]['accuracy']:>11.2f}%" for g in groups)
+        line += f"{a['nll']:>9.4f}{a['ece']:>9.4f}{a['cwece']:>9.4f}{a['class_conditional_ece']:>13.4f}  "
+        line += ", ".join(f"{k}={v:g}" for k, v in row["hyperparameters"].items())
+        if row.get("candidates", 1) > 1:
+            line += f" (best of {row['candidates']})"
+        lines.append(line)
+    if results.get("tuned") is False:
+        lines.append("Hyperparameters fixed (not tuned): the paper's method selects them on validation NLL.")
+    return "\n".join(lines)
