@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import keras
+import numpy as np
 
 from keras_ils import baselines, distillation, targets
 from keras_ils._checks import invalid
@@ -64,6 +65,7 @@ __all__ = [
     "TeacherSource",
     "get",
     "ids",
+    "lender",
     "make_search_space",
     "register",
     "unregister",
@@ -272,6 +274,23 @@ def ids(
     )
 
 
+def lender(hyperparameter: str) -> str:
+    """The method whose chosen value of `hyperparameter` the methods that borrow it take (`Method.borrows`).
+
+    It is the first registered method that tunes that hyperparameter alone:
+    LS for `epsilon`, whose choice cLS and Beta take, as the paper does.
+
+    Example:
+
+    >>> lender("epsilon")
+    'ls'
+    """
+    for method_id, method in _REGISTRY.items():
+        if method.hyperparameters == (hyperparameter,):
+            return method_id
+    raise invalid("hyperparameter", "a hyperparameter that a registered method tunes alone", hyperparameter)
+
+
 def _ils_family(method_id: str, name: str) -> Method:
     names = targets.METHOD_HYPERPARAMETERS[method_id]
     return Method(
@@ -289,8 +308,11 @@ def _ils_family(method_id: str, name: str) -> Method:
 
 
 def _teacher_probabilities(one_hot, teacher_logits):
-    """Dis's targets: the calibrated teacher's probabilities (distillation with both temperatures 1)."""
-    return keras.ops.softmax(keras.ops.convert_to_tensor(teacher_logits, "float32"), axis=-1)
+    """Dis's targets: the calibrated teacher's probabilities (distillation with both temperatures 1), computed in
+    float64 and returned as float32, as the vectorised engine has always made them."""
+    z = np.asarray(keras.ops.convert_to_numpy(teacher_logits), np.float64)
+    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
 def _beta_shape(num_classes, alpha, epsilon):
