@@ -1,5 +1,7 @@
 """Evaluate a classifier: accuracy, NLL, ECE, cwECE, Brier, MCE, adaptive ECE, overall and per subgroup.
 
+Re-exported by `keras_ils.evaluation`, the address to use.
+
 The scores are computed in numpy on the whole set of predictions, with the
 formulas of the streaming metrics in `keras_ils.metrics` and their bins
 (`keras_ils.metrics.bin_index`, the one bin rule); numpy because reports and
@@ -28,6 +30,18 @@ from keras_ils import _labels
 from keras_ils import metrics as _metrics
 from keras_ils._checks import integer_at_least, number_in
 from keras_ils.data import predict_with_labels
+
+__all__ = [
+    "COLUMNS",
+    "Interval",
+    "adaptive_ece",
+    "evaluate",
+    "evaluate_outputs",
+    "paired_difference",
+    "probabilities",
+    "scores",
+    "top_label_bins",
+]
 
 COLUMNS = ("accuracy", "nll", "ece", "cwece", "class_conditional_ece", "brier", "mce", "adaptive_ece")
 
