@@ -11,7 +11,7 @@ from test_ranks import METHODS, PAPER_CROSS_ENTROPY
 import keras_ils_cli as cli
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job import fitting, paper_tables, pipeline
-from keras_ils.experiments.reporting import printed_tables, ranks
+from keras_ils.experiments.reporting import printed_tables, ranked_tables, ranks
 
 
 def _npz(path, seed, num_classes=3):
@@ -87,10 +87,10 @@ class TestTableLayout:
         pairs = [("tfds:cifar10", "lenet"), ("iris.npz", "mlp"), ("tfds:svhn_cropped", "resnet152sd")]
         seeds = (0, 1)
         runs = _fake_runs(pairs, seeds)
-        summary = paper_tables.summarise("3", pairs, seeds, runs, command="keras-ils benchmark paper")
-        paper_tables.write_outputs(summary, str(tmp_path))
+        summary = ranked_tables.summarise("3", pairs, seeds, runs, command="keras-ils benchmark paper")
+        ranked_tables.write_outputs(summary, str(tmp_path))
         columns = printed_tables.TABLE3_COLUMNS
-        for key, _, lower, _ in paper_tables.METRICS:
+        for key, _, lower, _ in ranked_tables.METRICS:
             entry = summary["metrics"][key]
             means = np.array([[np.mean([runs[(p, s)][c][key] for s in seeds]) for c in columns] for p in pairs])
             np.testing.assert_allclose(entry["mean"], means)
@@ -126,13 +126,13 @@ class TestTableLayout:
         assert "| lenet / cifar10 | 0.858 (11.5) | 0.858 (11.5) | 0.854 (10) |" in markdown
         assert "keras-ils benchmark paper" in markdown and "Friedman over 3 pairs" in markdown
         pngs = sorted(p.name for p in tmp_path.glob("*.png"))
-        assert len(pngs) == 2 * len(paper_tables.METRICS) and "cd_table3_nll_bonferroni-dunn.png" in pngs
+        assert len(pngs) == 2 * len(ranked_tables.METRICS) and "cd_table3_nll_bonferroni-dunn.png" in pngs
         assert json.loads((tmp_path / "table3.json").read_text())["metrics"]["nll"]["mean"] == nll["mean"]
 
     def test_one_pair_has_ranks_but_no_tests_or_diagrams(self, tmp_path):
         pairs = [("iris.npz", "mlp")]
-        summary = paper_tables.summarise("3", pairs, (0,), _fake_runs(pairs, (0,)))
-        paper_tables.write_outputs(summary, str(tmp_path))
+        summary = ranked_tables.summarise("3", pairs, (0,), _fake_runs(pairs, (0,)))
+        ranked_tables.write_outputs(summary, str(tmp_path))
         assert "friedman" not in summary["metrics"]["nll"] and not list(tmp_path.glob("*.png"))
         assert "One pair: no Friedman test" in (tmp_path / "table3.md").read_text()
 
@@ -143,7 +143,7 @@ class TestTableLayout:
             (pair, 0): {c: {"nll": printed_tables.TABLE3["nll"][i][j]} for j, c in enumerate(METHODS)}
             for i, pair in enumerate(pairs)
         }
-        stats_ = paper_tables._statistics(
+        stats_ = ranked_tables._statistics(
             np.array([[runs[(p, 0)][c]["nll"] for c in METHODS] for p in pairs]), METHODS, True, "ILS + TempS"
         )
         assert round(stats_["average_ranks"]["ILS + TempS"], 2) == 1.41
@@ -165,11 +165,11 @@ class TestFriedmanGate:
         entry = {
             "title": "Cross-entropy",
             "mean": values,
-            **paper_tables._statistics(np.array(values), columns, True, "A"),
+            **ranked_tables._statistics(np.array(values), columns, True, "A"),
         }
         summary = {"table": "3", "columns": list(columns), "control": "A", "seeds": [0], "metrics": {"nll": entry}}
         summary["labels"] = [f"pair {i}" for i in range(len(values))]
-        return entry, paper_tables.format_markdown(summary)
+        return entry, ranked_tables.format_markdown(summary)
 
     # 6 pairs, 4 methods, A mostly best: the chi-square's p 0.060 does not reject, Iman-Davenport's 0.042 does
     MOSTLY = [
@@ -254,7 +254,7 @@ class TestVectorPath:
         results = json.loads(first.read_text())
         assert results["engine"] == "vectorised" and results["dataset"] == "a.npz"
         by_name = {row["model"]: row["all"] for row in results["rows"]}
-        for key, _, _, _ in paper_tables.METRICS:
+        for key, _, _, _ in ranked_tables.METRICS:
             np.testing.assert_allclose(
                 summary["metrics"][key]["mean"][0], [by_name[c][key] for c in METHODS], atol=1e-11
             )
