@@ -72,7 +72,9 @@ def run_vectorised(replicates, jit_compile):
         seeds += [seed] * m
     x, targets, x_val, y_val = (np.concatenate(a) for a in (x, targets, x_val, y_val))
     start = time.perf_counter()
-    result = vectorised.train_mlps(x, targets, x_val, y_val, seeds=seeds, jit_compile=jit_compile)
+    result = vectorised.train_mlps(
+        x, targets, x_val, y_val, seeds=seeds, training=vectorised.MLPTraining(jit_compile=jit_compile)
+    )
     return time.perf_counter() - start, len(seeds), int(result.epochs.sum())
 
 

@@ -68,8 +68,8 @@ def main():
     x_val = rng.normal(size=(1024, N_VAL, 2)).astype(np.float32)
     y_val = rng.integers(0, 3, size=(1024, N_VAL))
     engine_args = (x, np.eye(3, dtype=np.float32)[y], x_val, y_val)
-    engine_options = dict(seeds=np.arange(1024), patience=100, pool_size=SLOTS)
-    vectorised.train_mlps(*engine_args, epochs=1, **engine_options)  # compiles the pool's shapes
+    engine = lambda epochs: vectorised.MLPTraining(epochs=epochs, patience=100, pool_size=SLOTS)  # noqa: E731
+    vectorised.train_mlps(*engine_args, seeds=np.arange(1024), training=engine(1))  # compiles the pool's shapes
 
     def repeat(function, calls):
         def timed():
@@ -87,7 +87,7 @@ def main():
     calls = {
         "sgemm 2048": repeat(lambda: sgemm(a), 10),
         "engine shapes": repeat(lambda: engine_shapes(h, w, v), 50),
-        "train_mlps": lambda: vectorised.train_mlps(*engine_args, epochs=8, **engine_options),
+        "train_mlps": lambda: vectorised.train_mlps(*engine_args, seeds=np.arange(1024), training=engine(8)),
     }
     print("\n".join(machine()))
     print(f"one model-epoch: {model_epoch_flop() / 1e6:.2f} MFLOP; protocol: {PROTOCOL_MODEL_EPOCHS:,} model-epochs")

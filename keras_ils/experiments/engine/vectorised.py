@@ -30,7 +30,7 @@ the queue is empty the pool shrinks by powers of two (so few graph shapes are
 ever compiled). An epoch's mini-batch steps are one loop in the graph, so
 compiling it costs the same whatever the number of examples.
 
-Which graph is fastest depends on the machine (`train_mlps(jit_compile=...)`):
+Which graph is fastest depends on the machine (`MLPTraining(jit_compile=...)`):
 where TensorFlow runs oneDNN on the CPU (on Linux it turns it on for CPUs
 with AVX512_VNNI, AVX512_BF16, AVX-VNNI or AMX), its batched matrix products
 beat XLA's, so the forward and backward passes stay TensorFlow ops; elsewhere
@@ -41,17 +41,82 @@ on both kinds of CPU.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-from keras_ils._checks import integer_at_least
+from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.calibration import fit_temperatures  # noqa: F401  (re-exported beside the trainer)
 
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
+VALIDATION_LOSSES = ("mean", "batch_mean")
+
+
+@dataclasses.dataclass(frozen=True)
+class MLPTraining:
+    """How `train_mlps` trains: the MLP recipe's settings and the engine's, checked when made.
+
+    Attributes:
+        learning_rate: Adam's rate. Defaults to `1e-2`.
+        batch_size: mini-batch size. Defaults to `32`.
+        epochs: maximum epochs. Defaults to `500`.
+        patience: epochs without improvement before a model stops. Defaults
+            to `10`.
+        hidden_layers: hidden ReLU layers of the MLP. Defaults to `5`.
+        units: units of each hidden layer. Defaults to `64`.
+        pool_size: models trained side by side. Defaults to `2048`.
+        jit_compile: `True` compiles the whole epoch with XLA, `False` keeps
+            the matrix products TensorFlow ops (faster where TensorFlow runs
+            oneDNN), `"auto"` asks `whole_epoch_xla()` when training starts.
+            Both train the same models to float tolerance. Defaults to
+            `"auto"`.
+        weight_decay: coupled L2 weight decay, as PyTorch's
+            `torch.optim.Adam(weight_decay=...)`: `weight_decay * w` is added
+            to the gradient of every kernel and bias before Adam's moments.
+            Defaults to `0.0`.
+        validation_loss: `"mean"`, the validation cross-entropy over all
+            points, or `"batch_mean"`, the mean of per-batch means over
+            validation batches of `batch_size` (a short last batch weighs
+            like the others), as the paper's authors' PyTorch code computes
+            it. Early stopping, the best epoch, `best_val_loss` and
+            `val_history` use it. Defaults to `"mean"`.
+
+    Example:
+
+    >>> training = MLPTraining(epochs=30, hidden_layers=1, units=8)
+    >>> training.batch_size, dataclasses.replace(training, patience=3).patience
+    (32, 3)
+    >>> MLPTraining(patience=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `patience`. Expected an int >= 0. Received: patience=-1
+    """
+
+    learning_rate: float = 1e-2
+    batch_size: int = 32
+    epochs: int = 500
+    patience: int = 10
+    hidden_layers: int = 5
+    units: int = 64
+    pool_size: int = 2048
+    jit_compile: bool | Literal["auto"] = "auto"
+    weight_decay: float = 0.0
+    validation_loss: Literal["mean", "batch_mean"] = "mean"
+
+    def __post_init__(self):
+        number_in("learning_rate", self.learning_rate, 0.0, low_open=True, expected="a float > 0")
+        for name in ("batch_size", "epochs", "hidden_layers", "units", "pool_size"):
+            integer_at_least(name, getattr(self, name), 1)
+        integer_at_least("patience", self.patience, 0)
+        if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
+            raise invalid("jit_compile", "True, False or 'auto'", self.jit_compile)
+        number_in("weight_decay", self.weight_decay, 0.0, expected="a float >= 0")
+        if self.validation_loss not in VALIDATION_LOSSES:
+            raise invalid("validation_loss", f"one of {VALIDATION_LOSSES}", self.validation_loss)
 
 
 class TrainedMLPs(NamedTuple):
@@ -257,7 +322,7 @@ def _tensorflow_runs_onednn(cpu_flags, environ, platform: str) -> bool:
 
 
 def whole_epoch_xla() -> bool:
-    """What `train_mlps(jit_compile="auto")` chooses: `True` unless TensorFlow runs oneDNN on a CPU-only machine.
+    """What `MLPTraining(jit_compile="auto")` chooses: `True` unless TensorFlow runs oneDNN on a CPU-only machine.
 
     TensorFlow turns oneDNN on by default on Linux for CPUs with AVX512_VNNI,
     AVX512_BF16, AVX-VNNI or AMX (the flags `avx512_vnni`, `avx512_bf16`,
@@ -358,8 +423,8 @@ def _pairs(flat):
     return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
-def _checked_arguments(x, targets, x_val, y_val, seeds, *, batch_size, epochs, patience, pool_size, jit_compile):
-    """`train_mlps`' arrays as float32 / int32 / int64 and `jit_compile` resolved, once every argument is checked."""
+def _checked_arrays(x, targets, x_val, y_val, seeds):
+    """`train_mlps`' arrays as float32 / int32 / int64, once their shapes are checked."""
     x, x_val = np.asarray(x, np.float32), np.asarray(x_val, np.float32)
     targets, y_val = np.asarray(targets, np.float32), np.asarray(y_val, np.int32)
     seeds = np.asarray(seeds, np.int64)
@@ -373,16 +438,7 @@ def _checked_arguments(x, targets, x_val, y_val, seeds, *, batch_size, epochs, p
         raise ValueError("x, targets, x_val and y_val must agree in models and examples.")
     if seeds.shape != (num_models,):
         raise ValueError(f"Argument `seeds` must hold one integer per model ({num_models}). Received: {seeds.shape}")
-    for name, value in (("batch_size", batch_size), ("epochs", epochs), ("pool_size", pool_size)):
-        integer_at_least(name, value, 1)
-    integer_at_least("patience", patience, 0)
-    if jit_compile == "auto":
-        jit_compile = whole_epoch_xla()
-    elif not isinstance(jit_compile, bool):
-        raise ValueError(
-            f"Invalid value for argument `jit_compile`. Expected True, False or 'auto'. Received: {jit_compile!r}"
-        )
-    return x, targets, x_val, y_val, seeds, jit_compile
+    return x, targets, x_val, y_val, seeds
 
 
 MIN_SLOTS = 16  # the smallest pool `_SlotPool.shrink` makes
@@ -585,17 +641,8 @@ def train_mlps(
     *,
     seeds,
     weights=None,
-    learning_rate: float = 1e-2,
-    batch_size: int = 32,
-    epochs: int = 500,
-    patience: int = 10,
-    hidden_layers: int = 5,
-    units: int = 64,
-    pool_size: int = 2048,
-    jit_compile: bool | str = "auto",
+    training: MLPTraining | None = None,
     history: bool = False,
-    weight_decay: float = 0.0,
-    validation_loss: str = "mean",
 ) -> TrainedMLPs:
     """Trains `M` MLPs at once, each on its own data and soft targets, by the package's MLP recipe.
 
@@ -610,29 +657,11 @@ def train_mlps(
             batch orders (`epoch_order`) of each model.
         weights: optional initial weights `[(kernel [M, i, o], bias [M, o])]`
             instead of `initial_weights(seeds, ...)`.
-        learning_rate: Adam's rate. Defaults to `1e-2`.
-        batch_size: mini-batch size. Defaults to `32`.
-        epochs: maximum epochs. Defaults to `500`.
-        patience: epochs without improvement before a model stops. Defaults
-            to `10`.
-        hidden_layers, units: the MLP. Defaults to `5` and `64`.
-        pool_size: models trained side by side. Defaults to `2048`.
-        jit_compile: `True` compiles the whole epoch with XLA, `False` keeps
-            the matrix products TensorFlow ops (faster where TensorFlow runs
-            oneDNN), `"auto"` asks `whole_epoch_xla()`. Both train the same
-            models to float tolerance. Defaults to `"auto"`.
+        training: the settings, an `MLPTraining`. Defaults to `None`:
+            `MLPTraining()` (the paper's recipe: Adam 1e-2, batch 32, at most
+            500 epochs, patience 10, 5 x 64 ReLU).
         history: also keep every epoch's validation loss (`val_history`).
             Defaults to `False`.
-        weight_decay: coupled L2 weight decay, as PyTorch's
-            `torch.optim.Adam(weight_decay=...)`: `weight_decay * w` is added
-            to the gradient of every kernel and bias before Adam's moments.
-            Defaults to `0.0`.
-        validation_loss: `"mean"`, the validation cross-entropy over all
-            points, or `"batch_mean"`, the mean of per-batch means over
-            validation batches of `batch_size` (a short last batch weighs
-            like the others), as the paper's authors' PyTorch code computes
-            it. Early stopping, the best epoch, `best_val_loss` and
-            `val_history` use it. Defaults to `"mean"`.
 
     Returns:
         `TrainedMLPs(weights, best_val_loss, best_epoch, epochs, val_history)`.
@@ -641,41 +670,36 @@ def train_mlps(
 
     >>> rng = np.random.default_rng(0)
     >>> x = rng.normal(size=(2, 40, 2)).astype("float32"); y = (x[..., 0] > 0).astype("int32")
-    >>> result = train_mlps(x, np.eye(2)[y], x, y, seeds=[0, 1], epochs=30, hidden_layers=1, units=8)
+    >>> training = MLPTraining(epochs=30, hidden_layers=1, units=8)
+    >>> result = train_mlps(x, np.eye(2)[y], x, y, seeds=[0, 1], training=training)
     >>> bool(np.all(result.best_val_loss < 0.5)), result.weights[-1][0].shape
     (True, (2, 8, 2))
     """
-    x, targets, x_val, y_val, seeds, jit_compile = _checked_arguments(
-        x,
-        targets,
-        x_val,
-        y_val,
-        seeds,
-        batch_size=batch_size,
-        epochs=epochs,
-        patience=patience,
-        pool_size=pool_size,
-        jit_compile=jit_compile,
-    )
-    if not (np.isfinite(weight_decay) and weight_decay >= 0):
-        raise ValueError(
-            f"Invalid value for argument `weight_decay`. Expected a float >= 0. Received: weight_decay={weight_decay}"
-        )
-    if validation_loss not in ("mean", "batch_mean"):
-        raise ValueError(
-            "Invalid value for argument `validation_loss`. Expected one of 'mean', 'batch_mean'. "
-            f"Received: validation_loss={validation_loss!r}"
-        )
+    if training is None:
+        training = MLPTraining()
+    elif not isinstance(training, MLPTraining):
+        raise TypeError(f"Argument `training` must be an MLPTraining. Received: training={training!r}")
+    x, targets, x_val, y_val, seeds = _checked_arrays(x, targets, x_val, y_val, seeds)
+    jit_compile = whole_epoch_xla() if training.jit_compile == "auto" else training.jit_compile
     if weights is None:
-        weights = initial_weights(seeds, x.shape[-1], targets.shape[-1], hidden_layers, units)
+        weights = initial_weights(seeds, x.shape[-1], targets.shape[-1], training.hidden_layers, training.units)
     flat_init = [np.asarray(w, np.float32) for pair in weights for w in pair]
-    epoch_fn = _epoch_function(x.shape[1], batch_size, learning_rate, jit_compile, float(weight_decay), validation_loss)
-    pool = _SlotPool(x, targets, x_val, y_val, seeds, flat_init, min(pool_size, len(x)))
-    return _train(pool, epoch_fn, epochs=epochs, patience=patience, history=history)
+    epoch_fn = _epoch_function(
+        x.shape[1],
+        training.batch_size,
+        training.learning_rate,
+        jit_compile,
+        float(training.weight_decay),
+        training.validation_loss,
+    )
+    pool = _SlotPool(x, targets, x_val, y_val, seeds, flat_init, min(training.pool_size, len(x)))
+    return _train(pool, epoch_fn, epochs=training.epochs, patience=training.patience, history=history)
 
 
 __all__ = [
     "INITIALISATIONS",
+    "VALIDATION_LOSSES",
+    "MLPTraining",
     "TrainedMLPs",
     "epoch_order",
     "fit_temperatures",
@@ -683,4 +707,5 @@ __all__ = [
     "layer_sizes",
     "mlp_logits",
     "train_mlps",
+    "whole_epoch_xla",
 ]

@@ -445,23 +445,14 @@ def train(data, rows, targets, seeds, *, init, epochs, pool_size, batch_size, we
     x = np.stack([data[r]["train"].x for r in rows])
     x_val = np.stack([data[r]["val"].x for r in rows])
     y_val = np.stack([data[r]["val"].y for r in rows])
-    engine = {}  # the engine's options, passed only where they differ from its defaults
-    if weight_decay:
-        engine["weight_decay"] = weight_decay
-    if validation_loss != "example_mean":
-        engine["validation_loss"] = validation_loss
-    return vectorised.train_mlps(
-        x,
-        targets,
-        x_val,
-        y_val,
-        seeds=seeds,
-        weights=weights,
+    engine = vectorised.MLPTraining(
         epochs=epochs,
         pool_size=pool_size,
         batch_size=batch_size,
-        **engine,
+        weight_decay=weight_decay,
+        validation_loss="mean" if validation_loss == "example_mean" else validation_loss,
     )
+    return vectorised.train_mlps(x, targets, x_val, y_val, seeds=seeds, weights=weights, training=engine)
 
 
 def _calibrated_teachers(data, first_stage, models_per_replicate, estimator):

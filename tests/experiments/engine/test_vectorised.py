@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import sys
 
@@ -69,11 +70,8 @@ class TestAgreementWithModelFit:
             np.stack([val.y] * 3),
             seeds=seeds,
             weights=weights,
-            epochs=epochs,
-            patience=100,
-            pool_size=2,  # the third model waits for a slot: refill is exercised too
-            jit_compile=jit_compile,
             history=True,
+            training=vectorised.MLPTraining(epochs=epochs, patience=100, pool_size=2, jit_compile=jit_compile),
         )
         y_teacher = np.asarray(teacher_targets(train.y, teacher))
         for row, (hp, seed) in enumerate(zip(configs, seeds, strict=True)):
@@ -113,11 +111,9 @@ class TestAgreementWithModelFit:
             val.y[None],
             seeds=[seed],
             weights=weights,
-            epochs=epochs,
-            patience=patience,
-            hidden_layers=2,
-            units=16,
-            jit_compile=jit_compile,
+            training=vectorised.MLPTraining(
+                epochs=epochs, patience=patience, hidden_layers=2, units=16, jit_compile=jit_compile
+            ),
         )
         model = _keras_mlp(weights, 0, hidden_layers=2, units=16)
         model.compile(
@@ -255,13 +251,14 @@ def test_each_model_trains_the_same_whatever_the_pool_size():
     models_ = 5
     x, x_val, y_val = (np.stack([a] * models_) for a in (train.x, val.x, val.y))
     targets = np.stack([np.eye(3)[train.y] * (1 - e) + e / 3 for e in np.linspace(0, 0.4, models_)])
-    kwargs = dict(seeds=range(models_), epochs=25, patience=2, hidden_layers=1, units=8, history=True)
+    training = vectorised.MLPTraining(epochs=25, patience=2, hidden_layers=1, units=8)
     alone = [
-        vectorised.train_mlps(x[[m]], targets[[m]], x_val[[m]], y_val[[m]], **{**kwargs, "seeds": [m]})
+        vectorised.train_mlps(x[[m]], targets[[m]], x_val[[m]], y_val[[m]], seeds=[m], training=training, history=True)
         for m in range(models_)
     ]
     for pool_size in (2, 4, 8):
-        result = vectorised.train_mlps(x, targets, x_val, y_val, pool_size=pool_size, **kwargs)
+        wide = dataclasses.replace(training, pool_size=pool_size)
+        result = vectorised.train_mlps(x, targets, x_val, y_val, seeds=range(models_), training=wide, history=True)
         for m, single in enumerate(alone):
             assert result.epochs[m] == single.epochs[0] and result.best_epoch[m] == single.best_epoch[0]
             np.testing.assert_allclose(result.val_history[m], single.val_history[0], rtol=1e-6, atol=1e-7)
@@ -336,15 +333,41 @@ class TestArguments:
             x = np.zeros((1, 4, 2))
             vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0, 1])
 
-    def test_bad_patience(self):
+    def test_training_must_be_an_mlp_training(self):
         x = np.zeros((1, 4, 2))
-        with pytest.raises(ValueError, match="Invalid value for argument `patience`"):
-            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], patience=-1)
+        with pytest.raises(TypeError, match="Argument `training` must be an MLPTraining"):
+            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], training={"epochs": 3})
 
-    def test_bad_jit_compile(self):
-        x = np.zeros((1, 4, 2))
-        with pytest.raises(ValueError, match="Invalid value for argument `jit_compile`"):
-            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], jit_compile="xla")
+
+class TestMLPTraining:
+    """The settings are checked when made, each bad one named the Keras way."""
+
+    @pytest.mark.parametrize(
+        "name, value",
+        [
+            ("patience", -1),
+            ("epochs", 0),
+            ("batch_size", 0),
+            ("pool_size", 0),
+            ("hidden_layers", 0),
+            ("units", 2.5),
+            ("learning_rate", 0.0),
+            ("learning_rate", float("nan")),
+            ("jit_compile", "xla"),
+            ("weight_decay", -1.0),
+            ("validation_loss", "sum"),
+        ],
+    )
+    def test_bad_setting_is_named(self, name, value):
+        with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
+            vectorised.MLPTraining(**{name: value})
+
+    def test_defaults_are_the_papers_recipe_and_frozen(self):
+        training = vectorised.MLPTraining()
+        assert (training.learning_rate, training.batch_size, training.epochs, training.patience) == (1e-2, 32, 500, 10)
+        assert (training.hidden_layers, training.units) == (5, 64)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            training.epochs = 3
 
 
 _AVX2_ONLY = "fpu sse sse2 avx avx2 fma bmi2"  # e.g. an AMD EPYC (Zen 2/3)
@@ -418,7 +441,13 @@ def test_patience_zero_stops_at_the_first_epoch_without_improvement_like_keras()
     train, val = _replicate(9)
     targets = np.eye(3)[train.y]
     result = vectorised.train_mlps(
-        train.x[None], targets[None], val.x[None], val.y[None], seeds=[3], epochs=30, patience=0, history=True
+        train.x[None],
+        targets[None],
+        val.x[None],
+        val.y[None],
+        seeds=[3],
+        history=True,
+        training=vectorised.MLPTraining(epochs=30, patience=0),
     )
     losses = result.val_history[0][: result.epochs[0]]
     improving = np.all(np.diff(losses[:-1]) < 0)
@@ -504,15 +533,17 @@ def test_engine_options_match_a_numpy_reference(jit_compile, batch_size, weight_
         y_val,
         seeds=seeds,
         weights=weights,
-        epochs=epochs,
-        patience=100,
-        batch_size=batch_size,
-        hidden_layers=2,
-        units=8,
-        jit_compile=jit_compile,
         history=True,
-        weight_decay=weight_decay,
-        validation_loss=validation_loss,
+        training=vectorised.MLPTraining(
+            epochs=epochs,
+            patience=100,
+            batch_size=batch_size,
+            hidden_layers=2,
+            units=8,
+            jit_compile=jit_compile,
+            weight_decay=weight_decay,
+            validation_loss=validation_loss,
+        ),
     )
     for row, seed in enumerate(seeds):
         history_weights, history_loss = _numpy_train(
@@ -543,21 +574,14 @@ def test_weight_decay_changes_training_and_batch_mean_differs_from_mean_with_a_s
     x = rng.normal(size=(1, 40, 2)).astype(np.float32)
     targets = np.eye(3, dtype=np.float32)[rng.integers(0, 3, size=(1, 40))]
     y_val = rng.integers(0, 3, size=(1, 40)).astype(np.int32)
-    run = dict(seeds=[0], epochs=3, patience=100, hidden_layers=1, units=8, history=True, batch_size=16)
-    plain = vectorised.train_mlps(x, targets, x, y_val, **run)
-    decayed = vectorised.train_mlps(x, targets, x, y_val, weight_decay=0.5, **run)
-    batch_mean = vectorised.train_mlps(x, targets, x, y_val, validation_loss="batch_mean", **run)
+    training = vectorised.MLPTraining(epochs=3, patience=100, hidden_layers=1, units=8, batch_size=16)
+    run = dict(seeds=[0], history=True)
+    plain = vectorised.train_mlps(x, targets, x, y_val, training=training, **run)
+    decayed = vectorised.train_mlps(
+        x, targets, x, y_val, training=dataclasses.replace(training, weight_decay=0.5), **run
+    )
+    batch_mean = vectorised.train_mlps(
+        x, targets, x, y_val, training=dataclasses.replace(training, validation_loss="batch_mean"), **run
+    )
     assert np.abs(plain.val_history - decayed.val_history).max() > 1e-4
     assert np.abs(plain.val_history - batch_mean.val_history).max() > 1e-6
-
-
-class TestEngineOptionArguments:
-    def test_bad_weight_decay(self):
-        x = np.zeros((1, 4, 2))
-        with pytest.raises(ValueError, match="Invalid value for argument `weight_decay`"):
-            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], weight_decay=-1.0)
-
-    def test_bad_validation_loss(self):
-        x = np.zeros((1, 4, 2))
-        with pytest.raises(ValueError, match="Invalid value for argument `validation_loss`"):
-            vectorised.train_mlps(x, np.ones((1, 4, 3)) / 3, x, np.zeros((1, 4)), seeds=[0], validation_loss="sum")

@@ -171,9 +171,8 @@ def test_train_passes_the_engine_options(monkeypatch, weight_decay, validation_l
         validation_loss=validation_loss,
     )
     (keywords,) = calls
-    engine = {k: v for k, v in keywords.items() if k in ("weight_decay", "validation_loss")}
-    assert engine == expected
-    assert keywords["batch_size"] == 128 and keywords["epochs"] == 7 and list(keywords["seeds"]) == [3, 4]
+    assert keywords["training"] == vectorised.MLPTraining(epochs=7, pool_size=8, batch_size=128, **expected)
+    assert list(keywords["seeds"]) == [3, 4]
 
 
 def test_a_quick_run_records_its_options_table2_and_fig2():
