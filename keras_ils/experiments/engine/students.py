@@ -243,7 +243,7 @@ def search_students(
         raise ValueError("Arguments `teacher_logits` and `teacher_folds > 1` exclude each other: pass one.")
     wanted = tuple(dict.fromkeys(("none",) + tuple(methods)))
     grid = candidate_grid([m for m in wanted if m != "cls"], search_space, fixed)
-    training = dict(
+    training = vectorised.MLPTraining(
         learning_rate=learning_rate,
         batch_size=batch_size,
         epochs=epochs,
@@ -371,7 +371,7 @@ def _train_stage(train, validation, configs, teacher_logits, seed, training):
         np.broadcast_to(x_validation, (count,) + x_validation.shape),
         np.broadcast_to(y_validation, (count,) + y_validation.shape),
         seeds=seeds,
-        **training,
+        training=training,
     )
 
 
@@ -417,7 +417,7 @@ def _out_of_fold_logits(train, validation, folds, seed, estimator, training):
             np.broadcast_to(x_validation, (count,) + x_validation.shape),
             np.broadcast_to(y_validation, (count,) + y_validation.shape),
             seeds=[seed] * count,
-            **training,
+            training=training,
         )
         for row, fold in enumerate(same_size):
             weights = [(k[row : row + 1], b[row : row + 1]) for k, b in trained.weights]

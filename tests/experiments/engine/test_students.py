@@ -163,7 +163,9 @@ class TestCrossFittedTeacher:
                 x_val[None],
                 y_val[None],
                 seeds=[SEARCH["seed"]],
-                **{k: SEARCH[k] for k in ("hidden_layers", "units", "epochs", "patience")},
+                training=vectorised.MLPTraining(
+                    **{k: SEARCH[k] for k in ("hidden_layers", "units", "epochs", "patience")}
+                ),
             )
             raw[rows] = vectorised.mlp_logits(trained.weights, x[rows])[0]
             val_logits.append(vectorised.mlp_logits(trained.weights, x_val)[0])
