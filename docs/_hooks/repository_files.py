@@ -8,7 +8,8 @@ folders of `FOLDERS` is added with its path relative to `docs/` as its source
 (`../results/paper_tables/table3.md`) and written under `files/` in the site:
 a link to a file that does not exist still fails `mkdocs build --strict`.
 Markdown files among them become pages (outside the navigation); the rest are
-copied as they are.
+copied as they are. A folder's `README.md` is left out: it guides readers of
+the repository to the site's pages, which the site has anyway.
 """
 
 import os
@@ -21,12 +22,12 @@ FOLDERS = ("results",)  # relative to the folder of mkdocs.yml
 
 
 def on_files(files, config):
-    """Adds every file of `FOLDERS` (dot files aside) to the site's files."""
+    """Adds every file of `FOLDERS` (dot files and `README.md` aside) to the site's files."""
     root = os.path.dirname(os.path.abspath(config.config_file_path))
     for folder in FOLDERS:
         for directory, subdirectories, names in os.walk(os.path.join(root, folder)):
             subdirectories[:] = sorted(d for d in subdirectories if not d.startswith("."))
-            for name in sorted(n for n in names if not n.startswith(".")):
+            for name in sorted(n for n in names if not n.startswith(".") and n != "README.md"):
                 path = os.path.join(directory, name)
                 in_repository = os.path.relpath(path, root).replace(os.sep, "/")
                 placed = File(in_repository, root, config.site_dir, config.use_directory_urls)
