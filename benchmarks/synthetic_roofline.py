@@ -27,7 +27,7 @@ from _common import interleaved, machine
 
 from keras_ils.experiments.engine import vectorised
 
-PROTOCOL_MODEL_EPOCHS = 589_323  # the 100-replicate run of docs/synthetic_protocol (seed 0)
+PROTOCOL_MODEL_EPOCHS = 589_323  # the 100-replicate run of results/synthetic_protocol (seed 0)
 TARGET_SECONDS = 180.0
 SLOTS, BATCH, N_TRAIN, N_VAL = 256, 32, 150, 150
 

@@ -17,7 +17,7 @@ values, e.g. Table 3's cross-entropy average rank of ILS + TempS is printed
 
 Pairs are `(dataset, model)` in the names `keras-ils` takes (`tfds:NAME`,
 `keras_ils.experiments.zoo.models.build` names); "ResNet32W" is `wrn-34-10`
-(the authors' code, see docs/architectures.md).
+(the authors' code, see docs/cli/networks.md).
 """
 
 TABLE3_COLUMNS = (

@@ -153,7 +153,7 @@ def run_replicates(
         temperature_estimator: every model's temperature fit,
             `keras_ils.calibration.fit_temperatures`' `estimator`: `"map"`
             (the package's), `"mle"` (Guo et al., what the tables of
-            docs/synthetic_experiments.md were made with) or `"authors"`
+            docs/results/synthetic-protocol.md were made with) or `"authors"`
             (T in [0.8, 3], the paper's code). Package default `"map"`.
         teacher_grid: ILS2's and ILS's teacher temperatures: `"paper"`, the
             appendix's {1, 2, 4, 6} dividing the calibrated teacher's logits

@@ -3,7 +3,7 @@
 The paper's networks (Table 3 and the distillation table), by name through
 `build`; the table below lists `MODEL_NAMES` and where each definition comes
 from. "The authors' code" is github.com/mmaher22/Instance-based-label-smoothing
-(`models/*.py`); `docs/architectures.md` has the parameter counts and recipes.
+(`models/*.py`); `docs/cli/networks.md` has the parameter counts and recipes.
 
 | name                   | network                                                                  |
 |------------------------|--------------------------------------------------------------------------|
