@@ -34,6 +34,15 @@ from keras_ils.data import as_pairs
 if TYPE_CHECKING:
     import tensorflow as tf
 
+__all__ = [
+    "BetaSmoothingLoss",
+    "BootstrapSoftLoss",
+    "beta_shape_for_epsilon",
+    "beta_smoothing_targets",
+    "bootstrap_targets",
+    "class_similarity_logits",
+]
+
 _register = keras.saving.register_keras_serializable(package="keras_ils")
 
 

@@ -36,6 +36,8 @@ from keras_ils import _labels
 if TYPE_CHECKING:
     from keras_ils.teacher import TeacherLogits
 
+__all__ = ["as_pairs", "predict_with_labels", "with_hard_labels", "with_teacher_targets"]
+
 _ATTACH_CHUNK = 256
 
 

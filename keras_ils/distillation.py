@@ -39,6 +39,14 @@ from keras_ils.calibration import calibrate
 if TYPE_CHECKING:
     import tensorflow as tf
 
+__all__ = [
+    "DistillationCrossEntropy",
+    "FitTemperatureOnTrainEnd",
+    "SoftTargetDistillation",
+    "distiller",
+    "soft_cross_entropy",
+]
+
 _register = keras.saving.register_keras_serializable(package="keras_ils")
 
 

@@ -45,6 +45,18 @@ from numpy.typing import ArrayLike
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least
 
+__all__ = [
+    "BrierScore",
+    "ClassConditionalECE",
+    "ClasswiseExpectedCalibrationError",
+    "ExpectedCalibrationError",
+    "MaximumCalibrationError",
+    "NegativeLogLikelihood",
+    "TopLabelAccuracy",
+    "bin_index",
+    "calibration_metrics",
+]
+
 _register = keras.saving.register_keras_serializable(package="keras_ils")
 
 

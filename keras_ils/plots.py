@@ -13,6 +13,8 @@ from numpy.typing import ArrayLike
 from keras_ils import evaluation
 from keras_ils._files import atomic_write
 
+__all__ = ["comparison", "reliability_diagram"]
+
 
 def reliability_diagram(
     probabilities: ArrayLike, labels: ArrayLike, path: str, *, num_bins: int = 15, title: str | None = None

@@ -31,6 +31,16 @@ from keras_ils._checks import positive
 from keras_ils._files import atomic_write
 from keras_ils.data import as_pairs
 
+__all__ = [
+    "CACHE_FORMAT",
+    "OnlineTeacher",
+    "StaleCacheError",
+    "TeacherLogits",
+    "compute_teacher_logits",
+    "read_cache",
+    "teacher_fingerprint",
+]
+
 CACHE_FORMAT = 1
 
 

@@ -31,3 +31,41 @@ def test_importing_the_library_loads_no_experiment_module():
     code = "import sys, keras_ils; print(sorted(m for m in sys.modules if m.startswith('keras_ils.experiments')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _run_python(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+
+def test_importing_the_library_costs_what_importing_keras_costs():
+    """`import keras_ils` loads none of KerasTuner, matplotlib, scipy or scikit-learn beyond what Keras loads."""
+    code = (
+        "import sys, keras\n"
+        "before = set(sys.modules)\n"
+        "import keras_ils\n"
+        "print(sorted({m.split('.')[0] for m in set(sys.modules) - before}))\n"
+    )
+    added = set(eval(_run_python(code).strip().splitlines()[-1]))
+    assert not added & {"keras_tuner", "matplotlib", "scipy", "sklearn"}, sorted(added)
+    code = "import sys, keras_ils\nkeras_ils.tuning.GridSearch\nprint('keras_tuner' in sys.modules)"
+    assert _run_python(code).strip().endswith("True")  # keras_ils.tuning loads on first use
+
+
+PUBLIC_MODULES = sorted(
+    p
+    for p in PACKAGE.rglob("*.py")
+    if not any(part.startswith("_") for part in p.relative_to(PACKAGE).with_suffix("").parts[:-1])
+    and (not p.name.startswith("_") or p.name == "__init__.py")
+)
+
+
+@pytest.mark.parametrize("path", PUBLIC_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_public_module_lists_its_names(path):
+    tree = ast.parse(path.read_text())
+    imports_or_defines = any(
+        isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) for node in tree.body
+    )
+    if path.name == "__init__.py" and not imports_or_defines:
+        return  # a sub-package whose __init__ is only its docstring
+    assigned = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if hasattr(t, "id")}
+    assert "__all__" in assigned, f"{path.relative_to(PACKAGE)} has no __all__"

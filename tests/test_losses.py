@@ -287,3 +287,32 @@ class TestBadLabels:
         np.testing.assert_allclose(
             float(ILSLoss()(labels.astype("float32"), logits)), float(ILSLoss()(labels, logits)), rtol=1e-7
         )
+
+
+class TestFunctionalForm:
+    """`ils_crossentropy(y_true, y_pred, ...)`: the per-example function behind `ILSLoss`, as Keras pairs them."""
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_equals_the_reference_on_teacher_targets(self, batch, method):
+        labels, teacher, student = batch
+        got = _np(keras_ils.ils_crossentropy(teacher_targets(labels, teacher), student, method=method, **HP))
+        want = reference.cross_entropy(reference.ils_targets(labels, teacher, method, **HP), student)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+    def test_sparse_labels_with_ls_match_keras_label_smoothing(self, batch):
+        labels, _, student = batch
+        keras_loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1, reduction=None)
+        got = _np(keras_ils.ils_crossentropy(labels, student, method="ls", epsilon=0.1))
+        np.testing.assert_allclose(got, _np(keras_loss(np.eye(5)[labels], student)), rtol=1e-6)
+
+    def test_probabilities_with_from_logits_false(self, batch):
+        labels, _, student = batch
+        probabilities = reference.softmax(student)
+        got = _np(keras_ils.ils_crossentropy(labels, probabilities, method="none", from_logits=False))
+        want = reference.cross_entropy(np.eye(5)[labels], student)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+    def test_bad_hyperparameter_is_refused(self, batch):
+        labels, _, student = batch
+        with pytest.raises(ValueError, match="Invalid value for argument `p1`"):
+            keras_ils.ils_crossentropy(labels, student, p1=1.5)
