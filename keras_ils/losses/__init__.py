@@ -1,11 +1,46 @@
-"""The package's losses: `ILSLoss` and its functional form `ils_crossentropy`.
+"""The package's losses: `ILSLoss` and the calibration losses, each with its functional form.
 
 Each loss is a plain per-example function plus a thin `keras.losses.Loss`
 subclass, the way Keras pairs `categorical_crossentropy` with
-`CategoricalCrossentropy`. The baselines' losses live in
-`keras_ils.baselines`, the distillation losses in `keras_ils.distillation`.
+`CategoricalCrossentropy`:
+
+- `ILSLoss` / `ils_crossentropy` (`losses/ils.py`): no LS, LS, ILS1, ILS2, ILS;
+- `FocalLoss` / `focal_crossentropy` (`losses/focal.py`): focal loss, FLSD-53;
+- `MarginLabelSmoothingLoss` / `margin_label_smoothing_crossentropy`
+  (`losses/margin.py`): MbLS;
+- `MMCELoss` / `mmce_crossentropy` (`losses/mmce.py`) and `MDCALoss` /
+  `mdca_crossentropy` (`losses/mdca.py`): cross-entropy plus a batch-level
+  calibration penalty;
+- `OnlineLabelSmoothing` with `OnlineLabelSmoothingCallback` /
+  `online_label_smoothing_crossentropy` (`losses/online.py`): OLS.
+
+The baselines' losses live in `keras_ils.baselines`, the distillation losses
+in `keras_ils.distillation`.
 """
 
+from keras_ils.losses.focal import FocalLoss, focal_crossentropy
 from keras_ils.losses.ils import ILSLoss, ils_crossentropy
+from keras_ils.losses.margin import MarginLabelSmoothingLoss, margin_label_smoothing_crossentropy
+from keras_ils.losses.mdca import MDCALoss, mdca_crossentropy
+from keras_ils.losses.mmce import MMCELoss, mmce_crossentropy
+from keras_ils.losses.online import (
+    OnlineLabelSmoothing,
+    OnlineLabelSmoothingCallback,
+    online_label_smoothing_crossentropy,
+)
 
-__all__ = ["ILSLoss", "ils_crossentropy"]
+__all__ = [
+    "FocalLoss",
+    "ILSLoss",
+    "MDCALoss",
+    "MMCELoss",
+    "MarginLabelSmoothingLoss",
+    "OnlineLabelSmoothing",
+    "OnlineLabelSmoothingCallback",
+    "focal_crossentropy",
+    "ils_crossentropy",
+    "margin_label_smoothing_crossentropy",
+    "mdca_crossentropy",
+    "mmce_crossentropy",
+    "online_label_smoothing_crossentropy",
+]
