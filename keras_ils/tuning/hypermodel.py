@@ -241,8 +241,9 @@ def tuner_for(
             subclasses of the KerasTuner tuners of those names whose state
             survives a kill at any moment (`keras_ils.tuning.tuners`, re-exported here).
         hypermodel: an `ILSHyperModel`; its objective is the tuner's.
-        directory, project_name: where KerasTuner keeps its state; a search
-            started again on the same place skips the trials it completed.
+        directory: where KerasTuner keeps its state; a search started again
+            on the same directory and project skips the trials it completed.
+        project_name: the search's folder inside `directory`.
         max_trials: trials to run. Defaults to `None`: the whole grid for
             `"grid"`, the grid's size for `"random"` and `"bayesian"`.
         max_epochs: Hyperband's largest epoch budget. Defaults to `500`.
