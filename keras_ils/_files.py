@@ -9,6 +9,7 @@ the same way. Both get the permissions an ordinary `open`/`mkdir` would give
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import re
@@ -73,37 +74,105 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_CARRIED = ".keras-ils-carried"  # in a staging directory: the old entries moved in to outlive the replacement
+
+
+def _carry_over(output_dir: str, staging: str, result_files: tuple) -> None:
+    """Moves the entries of `output_dir` that are not results (a search directory, a cache) into `staging`.
+
+    Their names are written to `staging/.keras-ils-carried` first, so that a run
+    killed from here on has them moved back by the next start
+    (`remove_abandoned_staging`), never deleted.
+    """
+    results = {os.path.basename(p) for pattern in result_files for p in glob.glob(os.path.join(output_dir, pattern))}
+    staged = set(os.listdir(staging))
+    carried = sorted(set(os.listdir(output_dir)) - results - staged)
+    atomic_write(os.path.join(staging, _CARRIED), lambda file: file.write("\n".join(carried).encode()))
+    for name in carried:
+        os.replace(os.path.join(output_dir, name), os.path.join(staging, name))
+
+
+def _move_back(staging: str, output_dir: str) -> None:
+    """Puts the entries that `_carry_over` moved into an abandoned `staging` back into `output_dir`."""
+    listed = os.path.join(staging, _CARRIED)
+    if not os.path.exists(listed):
+        return
+    with open(listed) as file:
+        carried = [name for name in file.read().split("\n") if name]
+    os.makedirs(output_dir, exist_ok=True)
+    for name in carried:
+        source, destination = os.path.join(staging, name), os.path.join(output_dir, name)
+        if os.path.lexists(source) and not os.path.lexists(destination):
+            os.replace(source, destination)
+
+
 def remove_abandoned_staging(output_dir: str) -> None:
-    """Removes the staging directories that killed runs into `output_dir` left beside it.
+    """Clears what killed runs into `output_dir` left beside it, giving back what they had carried over.
 
     A staging directory is named `.keras-ils-staging-<output name>-<pid>-<random>`
-    (the random part has no `-`); only those of `output_dir` whose process is
-    gone are removed, so a run writing into the same place at the same time
-    keeps its own, and so does a run into `<output name>-2024`.
+    (the random part has no `-`), and so is the old result set a replacement
+    renames aside; only those of `output_dir` whose process is gone are touched,
+    so a run writing into the same place at the same time keeps its own, and so
+    does a run into `<output name>-2024`. The entries a killed replacement had
+    carried over from `output_dir` (a search directory, a cache) are moved back
+    into it first.
     """
     parent, prefix = os.path.dirname(os.path.abspath(output_dir)), _staging_prefix(output_dir)
     own = re.compile(re.escape(prefix) + r"(\d+)-[^-]+")
-    for path in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
+    for path in sorted(glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*"))):
         match = own.fullmatch(os.path.basename(path))
         if match and not _alive(int(match.group(1))):
+            _move_back(path, output_dir)
             shutil.rmtree(path, ignore_errors=True)
 
 
+def _probe(directory: str) -> None:
+    """Creates and removes a file in `directory`: an `OSError` if it cannot be written."""
+    if not os.path.isdir(directory):
+        raise NotADirectoryError(errno.ENOTDIR, f"{directory} is a file")
+    handle, probe = tempfile.mkstemp(dir=directory, prefix=".keras-ils-write-check-")
+    os.close(handle)
+    os.remove(probe)
+
+
 def check_writable(output_dir: str) -> None:
-    """Fails now, before any training, when `output_dir` (or the nearest existing folder above it) cannot be written."""
+    """Fails now, before any training, when `output_dir`'s results could not be written; names the culprit.
+
+    Results are staged in `output_dir`'s parent and renamed into place, so the
+    parent (or the nearest existing folder above it) must be writable, and so
+    must `output_dir` itself when it exists (its other entries are kept).
+    """
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise ValueError(f"The output directory {output_dir} exists and is not a directory.")
-    existing = os.path.abspath(output_dir)
+    existing = os.path.dirname(os.path.abspath(output_dir))
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
-    try:
-        if not os.path.isdir(existing):
-            raise NotADirectoryError(f"{existing} is a file")
-        handle, probe = tempfile.mkstemp(dir=existing, prefix=".keras-ils-write-check-")
-        os.close(handle)
-        os.remove(probe)
-    except OSError as error:
-        raise ValueError(f"Cannot write the output directory {output_dir}: {error.strerror or error}.") from error
+    checks = [(existing, "where the results are staged before they are moved in")]
+    if os.path.isdir(output_dir):
+        checks.append((os.path.abspath(output_dir), "itself"))
+    for directory, role in checks:
+        try:
+            _probe(directory)
+        except OSError as error:
+            culprit = "it" if role == "itself" else f"{directory}, {role},"
+            raise ValueError(
+                f"Cannot write the output directory {output_dir}: {culprit} is not writable "
+                f"({error.strerror or error})."
+            ) from error
+
+
+def _replace(output_dir: str, staging: str, result_files: tuple) -> None:
+    """Replaces `output_dir`'s result set by `staging`'s as a whole: two renames, the old set put aside."""
+    if not os.path.exists(output_dir):
+        os.replace(staging, output_dir)
+        return
+    _carry_over(output_dir, staging, result_files)
+    aside = f"{staging}old"  # same pid and prefix: a killed run's is cleared by the next start
+    os.replace(output_dir, aside)
+    os.replace(staging, output_dir)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(output_dir, _CARRIED))
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -111,13 +180,14 @@ def staged_directory(output_dir: str, result_files: tuple = ()):
     """Yields a staging directory; on success its files replace the result set in `output_dir`, on failure nothing.
 
     Checked before the body runs: `output_dir` can be written (a directory
-    that cannot fails now, not after hours of training), and staging
-    directories that killed runs into `output_dir` left behind are removed
-    (`remove_abandoned_staging`). On success the staged files are moved in,
-    then the files of `output_dir` matching the glob patterns `result_files`
-    that the new set does not hold are removed, so no result of an earlier
-    run (a stale PNG) sits beside the new ones; other files (a tuner's
-    search directory, a teacher cache) are left alone.
+    that cannot fails now, not after hours of training), and what killed runs
+    into `output_dir` left behind is cleared (`remove_abandoned_staging`). On
+    success the new set replaces the old one as a whole: the entries of
+    `output_dir` that are not results (glob patterns `result_files`: a tuner's
+    search directory, a teacher cache) are carried into the staging directory,
+    the old directory is renamed aside and the staging directory renamed into
+    its place. A run killed at any moment leaves either the old result set or
+    the new one, never a mix, and the next start gives back what was carried.
     """
     parent = os.path.dirname(os.path.abspath(output_dir))
     check_writable(output_dir)
@@ -130,15 +200,6 @@ def staged_directory(output_dir: str, result_files: tuple = ()):
         raise ValueError(f"Cannot write the output directory {output_dir}: {error.strerror or error}.") from error
     try:
         yield staging
-        if not os.path.exists(output_dir):
-            os.replace(staging, output_dir)
-            return
-        new = set(os.listdir(staging))
-        for name in new:
-            os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
-        for pattern in result_files:
-            for path in glob.glob(os.path.join(glob.escape(output_dir), pattern)):
-                if os.path.basename(path) not in new and os.path.isfile(path):
-                    os.remove(path)
+        _replace(output_dir, staging, result_files)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -44,6 +44,20 @@ class TestStagedDirectory:
         assert sorted(os.listdir(out)) == ["notes.txt", "reliability_ls.png", "results.json", "search"]
         assert (out / "results.json").read_text() == (out / "reliability_ls.png").read_text() == "new"
 
+    def test_a_writable_output_directory_in_an_unwritable_parent_names_the_parent(self, tmp_path, monkeypatch):
+        out = tmp_path / "run"
+        out.mkdir()
+        mkstemp = _files.tempfile.mkstemp
+
+        def refuse_the_parent(dir=None, **kwargs):  # root ignores permission bits, so refuse as the kernel would
+            if os.path.abspath(dir) == str(tmp_path):
+                raise PermissionError(13, "Permission denied")
+            return mkstemp(dir=dir, **kwargs)
+
+        monkeypatch.setattr(_files.tempfile, "mkstemp", refuse_the_parent)
+        with pytest.raises(ValueError, match=f"{tmp_path}, where the results are staged .* is not writable"):
+            _files.check_writable(str(out))
+
     @pytest.mark.parametrize("output_dir", ["/proc/keras-ils-test/run", "/proc/self"])
     def test_an_unwritable_output_directory_fails_before_the_work(self, output_dir):
         ran = []
@@ -88,3 +102,49 @@ class TestAbandonedStaging:
             path.mkdir()
         _files.remove_abandoned_staging(str(tmp_path / "run"))
         assert live.exists() and other.exists() and longer_name.exists()
+
+
+# The replacement run in a child that loads `keras_ils/_files.py` alone (no TensorFlow) and kills itself with
+# SIGKILL just before its `kill_at`-th `os.replace`: every moment of the final move is a possible kill.
+_KILLED_REPLACEMENT = """
+import importlib.util, os, signal, sys
+spec = importlib.util.spec_from_file_location("files", sys.argv[1])
+files = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(files)
+calls, replace = [0], os.replace
+def killing_replace(*args):
+    calls[0] += 1
+    if calls[0] == int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return replace(*args)
+files.os.replace = killing_replace
+with files.staged_directory(sys.argv[2], ("results.json", "reliability_*.png")) as staging:
+    for name in ("results.json", "reliability_new.png"):
+        open(os.path.join(staging, name), "w").write("new")
+"""
+
+
+class TestKilledReplacement:
+    @pytest.mark.parametrize("kill_at", range(1, 7))
+    def test_the_old_set_or_the_new_never_a_mix_and_kept_entries_come_back(self, tmp_path, kill_at):
+        out = tmp_path / "run"
+        (out / "search").mkdir(parents=True)
+        _write(out / "search" / "trial.json", "kept")
+        for name in ("results.json", "reliability_old.png", "notes.txt"):
+            _write(out / name, "old")
+        script = [sys.executable, "-c", _KILLED_REPLACEMENT, _files.__file__, str(out), str(kill_at)]
+        killed = subprocess.run(script).returncode == -signal.SIGKILL
+        assert killed == (kill_at <= 5)  # the carried list, notes.txt, search, the old set aside, the new set in
+        results = {
+            n: (out / n).read_text()
+            for n in ("results.json", "reliability_old.png", "reliability_new.png")
+            if (out / n).exists()
+        }
+        old = {"results.json": "old", "reliability_old.png": "old"}
+        new = {"results.json": "new", "reliability_new.png": "new"}
+        assert results in (old, new, {}), results
+        assert results != {} or kill_at == 5  # only between the two renames is there no result set at all
+        _files.remove_abandoned_staging(str(out))
+        assert (out / "search" / "trial.json").read_text() == "kept" and (out / "notes.txt").read_text() == "old"
+        assert [p for p in os.listdir(tmp_path) if p != "run"] == []
+        assert ".keras-ils-carried" not in os.listdir(out)
