@@ -1,6 +1,4 @@
 import dataclasses
-import os
-import sys
 
 import keras
 import numpy as np
@@ -166,85 +164,6 @@ def test_early_stopped_validation_loss_agrees_with_the_keras_recipe_within_seed_
     assert abs(difference.mean()) < 3 * noise + 0.01, (ours, theirs)
 
 
-def _pool(num_models, size, n=4):
-    """A `_SlotPool` whose model `m` has every feature equal to `m`, so its data shows which model a slot holds."""
-    seeds = np.arange(num_models, dtype=np.int64)
-    x = np.broadcast_to(np.arange(num_models, dtype=np.float32)[:, None, None], (num_models, n, 2)).copy()
-    targets = np.full((num_models, n, 3), 1 / 3, np.float32)
-    y_val = np.zeros((num_models, n), np.int32)
-    flat = [w for pair in vectorised.initial_weights(seeds, 2, 3, hidden_layers=1, units=4) for w in pair]
-    return vectorised._SlotPool(x, targets, x.copy(), y_val, seeds, flat, size)
-
-
-def _slot_features(pool):
-    return pool.state["x"].numpy()[:, 0, 0].tolist()
-
-
-class TestSlotPool:
-    """`train_mlps` pool: models enter in order, freed slots refill, the pool shrinks by powers of two."""
-
-    def test_fill_takes_model_0_first_and_refills_freed_slots(self):
-        pool = _pool(num_models=6, size=4)
-        pool.fill()
-        assert pool.slot_model.tolist() == [0, 1, 2, 3] and pool.queue == [5, 4]
-        assert _slot_features(pool) == [0, 1, 2, 3]
-        pool.slot_epoch[:] = 7
-        pool.finish(np.array([1, 3]))
-        assert pool.slot_model.tolist() == [0, -1, 2, -1]
-        pool.fill()
-        assert pool.slot_model.tolist() == [0, 4, 2, 5] and pool.queue == []
-        assert pool.slot_epoch.tolist() == [7, 0, 7, 0]  # refilled slots start at epoch 0
-        assert _slot_features(pool) == [0, 4, 2, 5]
-        np.testing.assert_array_equal(pool.state["params"][0].numpy()[1], pool.flat_init[0][4])  # initial weights
-        assert pool.state["steps"].numpy()[1] == 0 and pool.state["best_loss"].numpy()[1] == np.inf
-
-    def test_shrinks_by_powers_of_two_busy_slots_first_once_the_queue_is_empty(self):
-        pool = _pool(num_models=65, size=64)
-        pool.fill()
-        pool.finish(np.arange(1, 64))  # 1 busy of 64, but model 64 still waits: no shrink
-        pool.shrink()
-        assert len(pool.slot_model) == 64
-        pool.fill()  # model 64 takes slot 1; 2 busy of 64: at most a quarter, cut to MIN_SLOTS
-        pool.shrink()
-        assert vectorised.MIN_SLOTS == 16 and len(pool.slot_model) == 16
-        assert pool.slot_model.tolist()[:2] == [0, 64] and set(pool.slot_model.tolist()[2:]) == {-1}
-        assert _slot_features(pool)[:2] == [0, 64]
-        assert all(w.shape[0] == 16 for w in pool.state["params"] + pool.state["best"])
-        pool.finish(np.array([0]))  # 1 busy of 16: never below MIN_SLOTS
-        pool.shrink()
-        assert len(pool.slot_model) == 16 and pool.slot_model[1] == 64
-
-    def test_shrinks_only_when_a_quarter_or_fewer_slots_are_busy(self):
-        pool = _pool(num_models=128, size=128)
-        pool.fill()
-        pool.finish(np.arange(0, 128, 2))  # 64 busy of 128: no shrink (a compile costs more than it saves)
-        pool.shrink()
-        assert len(pool.slot_model) == 128
-        pool.finish(np.arange(1, 128, 4))  # 32 busy: a quarter, cut to 32, busy slots first in their order
-        pool.shrink()
-        assert pool.slot_model.tolist() == list(range(3, 128, 4))
-        assert _slot_features(pool) == list(range(3, 128, 4))
-        pool.finish(np.arange(0, 32, 4))  # 24 busy of 32: more than a quarter
-        pool.shrink()
-        assert len(pool.slot_model) == 32
-
-    def test_shrink_keeps_idle_slots_when_busy_count_is_not_a_power_of_two(self):
-        pool = _pool(num_models=128, size=128)
-        pool.fill()
-        pool.finish(np.setdiff1d(np.arange(128), [5, 50, 70, 99, 100, 101, 120, 127, 3, 9, 11, 13, 15, 17, 19, 21, 23]))
-        pool.shrink()  # 17 busy of 128: the next power of two is 32
-        assert pool.slot_model.tolist()[:17] == [3, 5, 9, 11, 13, 15, 17, 19, 21, 23, 50, 70, 99, 100, 101, 120, 127]
-        assert pool.slot_model.tolist()[17:] == [-1] * 15
-
-    def test_finish_returns_the_best_weights_and_losses_and_frees_the_slots(self):
-        pool = _pool(num_models=3, size=3)
-        pool.fill()
-        best, best_loss = pool.finish(np.array([2, 0]))
-        np.testing.assert_array_equal(best[0], pool.flat_init[0][[2, 0]])  # not trained: the initial weights
-        assert best_loss.tolist() == [np.inf, np.inf]
-        assert pool.slot_model.tolist() == [-1, 1, -1]
-
-
 def test_each_model_trains_the_same_whatever_the_pool_size():
     """Refills and shrinks move models between slots; a model's training does not depend on its neighbours."""
     train, val = _replicate(7)
@@ -264,63 +183,6 @@ def test_each_model_trains_the_same_whatever_the_pool_size():
             np.testing.assert_allclose(result.val_history[m], single.val_history[0], rtol=1e-6, atol=1e-7)
             for ours, theirs in zip(result.weights, single.weights, strict=True):
                 np.testing.assert_allclose(ours[0][m], theirs[0][0], rtol=1e-5, atol=1e-7)
-
-
-class TestInitialWeights:
-    def test_glorot_uniform_statistics_and_zero_biases(self):
-        weights = vectorised.initial_weights(range(200), 2, 3)
-        assert [k.shape[1:] for k, _ in weights] == [(2, 64)] + [(64, 64)] * 4 + [(64, 3)]
-        for kernel, bias in weights:
-            fan_in, fan_out = kernel.shape[1:]
-            limit = np.sqrt(6 / (fan_in + fan_out))
-            assert np.abs(kernel).max() <= limit and np.abs(kernel).max() > 0.95 * limit
-            np.testing.assert_allclose(kernel.var(), 2 / (fan_in + fan_out), rtol=0.05)  # Glorot's variance
-            assert not bias.any()
-
-    def test_same_as_keras_initialiser_in_distribution(self):
-        ours = vectorised.initial_weights(range(50), 64, 64, hidden_layers=0)[0][0]
-        theirs = np.stack([keras.initializers.GlorotUniform(seed=s)((64, 64)) for s in range(50)])
-        np.testing.assert_allclose(np.quantile(ours, [0.1, 0.5, 0.9]), np.quantile(theirs, [0.1, 0.5, 0.9]), atol=0.01)
-
-    def test_pytorch_scheme_is_torch_linear_defaults(self):
-        for kernel, bias in vectorised.initial_weights(range(200), 2, 3, scheme="pytorch"):
-            limit = 1 / np.sqrt(kernel.shape[1])  # 1 / sqrt(fan_in), for kernels and biases alike
-            for w in (kernel, bias):
-                assert np.abs(w).max() <= limit and np.abs(w).max() > 0.9 * limit
-            np.testing.assert_allclose(kernel.var(), limit**2 / 3, rtol=0.05)
-        with pytest.raises(ValueError, match="Invalid value for argument `scheme`"):
-            vectorised.initial_weights([0], 2, 3, scheme="he")
-
-    def test_a_seed_fixes_a_model_whatever_its_neighbours(self):
-        a = vectorised.initial_weights([4, 5], 2, 3)
-        b = vectorised.initial_weights([5], 2, 3)
-        np.testing.assert_array_equal(a[2][0][1], b[2][0][0])
-        repeated = vectorised.initial_weights([5, 4, 5], 2, 3, scheme="pytorch")  # a seed drawn once, rows shared
-        alone = vectorised.initial_weights([5], 2, 3, scheme="pytorch")
-        for (kernel, bias), (kernel_alone, bias_alone) in zip(repeated, alone, strict=True):
-            for row in (0, 2):
-                np.testing.assert_array_equal(kernel[row], kernel_alone[0])
-                np.testing.assert_array_equal(bias[row], bias_alone[0])
-
-
-def test_mlp_logits_match_keras_predict():
-    weights = vectorised.initial_weights([0, 1], 2, 3)
-    weights = [(k, np.full_like(b, 0.1)) for k, b in weights]
-    x = np.random.default_rng(0).normal(size=(7, 2)).astype(np.float32)
-    logits = vectorised.mlp_logits(weights, x, batch_size=3)
-    for row in range(2):
-        np.testing.assert_allclose(logits[row], _keras_mlp(weights, row).predict(x, verbose=0), rtol=1e-5, atol=1e-6)
-    per_model = vectorised.mlp_logits(weights, np.stack([x, x[::-1]]))
-    # float32 sums in another batch layout differ by ~1e-7; another model's logits would differ by ~0.1
-    np.testing.assert_allclose(per_model[1], logits[1][::-1], rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="Invalid value for argument `batch_size`"):
-        vectorised.mlp_logits(weights, x, batch_size=0)
-
-
-def test_epoch_order_is_a_seeded_permutation():
-    assert sorted(vectorised.epoch_order(1, 0, 150)) == list(range(150))
-    np.testing.assert_array_equal(vectorised.epoch_order(1, 2, 150), vectorised.epoch_order(1, 2, 150))
-    assert not np.array_equal(vectorised.epoch_order(1, 2, 150), vectorised.epoch_order(1, 3, 150))
 
 
 class TestArguments:
@@ -368,72 +230,6 @@ class TestMLPTraining:
         assert (training.hidden_layers, training.units) == (5, 64)
         with pytest.raises(dataclasses.FrozenInstanceError):
             training.epochs = 3
-
-
-_AVX2_ONLY = "fpu sse sse2 avx avx2 fma bmi2"  # e.g. an AMD EPYC (Zen 2/3)
-_SAPPHIRE_RAPIDS = _AVX2_ONLY + " avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8"
-
-
-class TestWholeEpochXla:
-    """`jit_compile="auto"`: TensorFlow ops where TensorFlow runs oneDNN on a CPU-only machine, else whole-epoch XLA."""
-
-    @pytest.mark.parametrize(
-        "flags, setting, platform, onednn",
-        [
-            (_AVX2_ONLY, None, "linux", False),
-            (_SAPPHIRE_RAPIDS, None, "linux", True),
-            (_AVX2_ONLY + " avx512_vnni", None, "linux", True),  # Cascade Lake
-            (_AVX2_ONLY + " avx_vnni", None, "linux", True),  # Alder Lake
-            (_AVX2_ONLY + " avx512f", None, "linux", False),  # Skylake: AVX-512 without VNNI
-            (_SAPPHIRE_RAPIDS, "0", "linux", False),
-            (_SAPPHIRE_RAPIDS, "False", "linux", False),
-            (_AVX2_ONLY, "1", "linux", True),
-            (_AVX2_ONLY, "TRUE", "linux", True),
-            (_SAPPHIRE_RAPIDS, "yes", "linux", True),  # not a value TensorFlow reads: its default stands
-            (_AVX2_ONLY, "yes", "linux", False),
-            ("", None, "linux", False),  # no flags line (an ARM CPU)
-            ("", None, "win32", False),
-            ("", "1", "win32", True),
-            (_SAPPHIRE_RAPIDS, "1", "darwin", False),  # no oneDNN in TensorFlow's macOS builds
-        ],
-    )
-    def test_onednn_rule(self, flags, setting, platform, onednn):
-        environ = {} if setting is None else {"TF_ENABLE_ONEDNN_OPTS": setting}
-        assert vectorised._tensorflow_runs_onednn(flags.split(), environ, platform) is onednn
-
-    @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/cpuinfo")
-    @pytest.mark.parametrize(
-        "flags, setting, expected",
-        [
-            (_AVX2_ONLY, None, True),
-            (_SAPPHIRE_RAPIDS, None, False),
-            (_SAPPHIRE_RAPIDS, "0", True),
-            (_AVX2_ONLY, "1", False),
-        ],
-    )
-    def test_reads_cpuinfo_and_the_environment(self, monkeypatch, tmp_path, flags, setting, expected):
-        cpuinfo = tmp_path / "cpuinfo"
-        cpuinfo.write_text(f"processor\t: 0\nmodel name\t: some CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
-        monkeypatch.setattr(vectorised, "_CPUINFO", str(cpuinfo))
-        if setting is None:
-            monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
-        else:
-            monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", setting)
-        assert vectorised._cpu_flags() == frozenset(flags.split())
-        monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: [])
-        assert vectorised.whole_epoch_xla() is expected
-        monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
-        assert vectorised.whole_epoch_xla() is True  # a GPU: XLA whatever the CPU
-
-    def test_no_cpuinfo_means_no_cpu_flags(self, monkeypatch, tmp_path):
-        monkeypatch.setattr(vectorised, "_CPUINFO", str(tmp_path / "missing"))
-        assert vectorised._cpu_flags() == frozenset()
-
-    def test_agrees_with_tensorflows_own_flag_on_this_machine(self):
-        """TensorFlow's internal flag read as an oracle for the rule: in this test only, never in the package."""
-        util_port = pytest.importorskip("tensorflow.python.util._pywrap_util_port")
-        ours = vectorised._tensorflow_runs_onednn(vectorised._cpu_flags(), os.environ, sys.platform)
-        assert ours == util_port.IsMklEnabled()
 
 
 def test_patience_zero_stops_at_the_first_epoch_without_improvement_like_keras():

@@ -1,0 +1,122 @@
+"""One epoch of every slot as one compiled TensorFlow function: the mini-batch steps, Adam, validation, best weights.
+
+The functions of `keras_ils.experiments.engine.vectorised.train_mlps`; see
+that module for the recipe they reproduce.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from keras_ils.experiments.engine.stacked_mlps import _forward
+
+BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
+
+
+_EPOCH_FUNCTIONS = {}
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _adam(flat, grads, moments, velocities, steps, learning_rate):
+    """Keras' Adam update of every stacked weight (one step counter per model); XLA fuses it."""
+    alpha = learning_rate * tf.sqrt(1.0 - BETA_2**steps) / (1.0 - BETA_1**steps)
+    new_flat, new_m, new_v = [], [], []
+    for w, g, m, v in zip(flat, grads, moments, velocities, strict=True):
+        m2 = m + (g - m) * (1.0 - BETA_1)
+        v2 = v + (tf.square(g) - v) * (1.0 - BETA_2)
+        new_flat.append(w - tf.reshape(alpha, (-1,) + (1,) * (len(w.shape) - 1)) * m2 / (tf.sqrt(v2) + EPSILON))
+        new_m.append(m2)
+        new_v.append(v2)
+    return new_flat, new_m, new_v
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _keep_best(flat, best, best_loss, val_loss, wait, active):
+    """EarlyStopping's bookkeeping: a better validation loss stores the weights and resets the wait."""
+    improved = active & (val_loss < best_loss)
+    best = [
+        tf.where(tf.reshape(improved, (-1,) + (1,) * (len(w.shape) - 1)), w, b) for w, b in zip(flat, best, strict=True)
+    ]
+    best_loss = tf.where(improved, val_loss, best_loss)
+    wait = tf.where(active, tf.where(improved, 0, wait + 1), wait)
+    return best, best_loss, wait
+
+
+def _batch_mean_weights(n_val, batch_size):
+    """Per-point weights `[n_val]` that make a weighted sum the mean of per-batch means over batches of `batch_size`."""
+    n_val = tf.cast(n_val, tf.int32)
+    batch = tf.range(n_val) // batch_size
+    num_batches = (n_val + batch_size - 1) // batch_size
+    size = tf.minimum(batch_size, n_val - batch * batch_size)
+    return 1.0 / tf.cast(num_batches * size, tf.float32)
+
+
+def _epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean"):
+    """One epoch of every slot: the mini-batch steps, then validation, best-weights and patience bookkeeping.
+
+    Slots that hold no model, or a finished one, keep computing (their
+    results are never read), so nothing is masked in the hot loop. With
+    `jit_compile=False` the forward and backward passes run as TensorFlow ops
+    (oneDNN's batched matrix products, where TensorFlow uses oneDNN) and the
+    elementwise Adam update and the bookkeeping are XLA-fused;
+    `jit_compile=True` compiles the whole epoch with XLA.
+    `weight_decay` adds `weight_decay * w` to every gradient before Adam
+    (coupled L2, as `torch.optim.Adam(weight_decay=...)`);
+    `validation_loss="batch_mean"` averages per-batch means over validation
+    batches of `batch_size` instead of all points at once.
+    """
+    key = (n_train, batch_size, float(learning_rate), bool(jit_compile), float(weight_decay), validation_loss)
+    if key in _EPOCH_FUNCTIONS:
+        return _EPOCH_FUNCTIONS[key]
+    full_batches, last_batch = divmod(n_train, batch_size)
+
+    def step(flat, moments, velocities, steps, x, targets, rows):
+        x_batch = tf.gather(x, rows, batch_dims=1)
+        t_batch = tf.gather(targets, rows, batch_dims=1)
+        with tf.GradientTape() as tape:
+            tape.watch(flat)
+            logits = _forward(_pairs(flat), x_batch)
+            per_model = -tf.reduce_mean(tf.reduce_sum(t_batch * tf.nn.log_softmax(logits), axis=-1), axis=-1)
+            loss = tf.reduce_sum(per_model)
+        grads = tape.gradient(loss, flat)
+        if weight_decay:
+            grads = [g + weight_decay * w for g, w in zip(grads, flat, strict=True)]
+        steps = steps + 1.0
+        flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
+        return flat, moments, velocities, steps
+
+    def epoch(flat, moments, velocities, steps, best, best_loss, wait, active, x, targets, x_val, y_val, order):
+        # the full mini-batches in a loop (one compiled body, whatever the epoch's length), then the short last one
+        def body(batch, flat, moments, velocities, steps):
+            rows = tf.slice(order, [0, batch * batch_size], [-1, batch_size])
+            return (batch + 1, *step(flat, moments, velocities, steps, x, targets, rows))
+
+        if full_batches:  # a batch larger than the training set is one short batch
+            _, flat, moments, velocities, steps = tf.while_loop(
+                lambda batch, *_: batch < full_batches,
+                body,
+                (tf.constant(0), list(flat), list(moments), list(velocities), steps),
+                maximum_iterations=full_batches,
+            )
+        if last_batch:
+            rows = order[:, full_batches * batch_size :]
+            flat, moments, velocities, steps = step(flat, moments, velocities, steps, x, targets, rows)
+        val_logits = _forward(_pairs(flat), x_val)
+        val_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_val, logits=val_logits)
+        if validation_loss == "batch_mean":
+            val_loss = tf.reduce_sum(val_ce * _batch_mean_weights(tf.shape(val_ce)[1], batch_size), axis=-1)
+        else:
+            val_loss = tf.reduce_mean(val_ce, axis=-1)
+        best, best_loss, wait = _keep_best(flat, best, best_loss, val_loss, wait, active)
+        return flat, moments, velocities, steps, best, best_loss, wait, val_loss
+
+    function = tf.function(epoch, jit_compile=True if jit_compile else None, reduce_retracing=True)
+    _EPOCH_FUNCTIONS[key] = function
+    return function
+
+
+def _pairs(flat):
+    return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+
+__all__ = ["BETA_1", "BETA_2", "EPSILON"]
