@@ -13,7 +13,10 @@ from numpy.typing import ArrayLike
 from keras_ils import evaluation
 from keras_ils._files import atomic_write
 
-__all__ = ["comparison", "reliability_diagram"]
+__all__ = ["SPARSE_BIN", "comparison", "reliability_diagram"]
+
+SPARSE_BIN = 10  # comparison(): bins with fewer points per run are drawn faint and hollow
+_BIN_NOTE = f"marker area: points per bin\nfaint, hollow (not joined): fewer than {SPARSE_BIN} points"
 
 
 def reliability_diagram(
@@ -88,7 +91,10 @@ def comparison(curves: dict, scores: dict, path: str, *, title: str | None = Non
     Left panel: the models as trained; middle: the calibrated ones (names
     with a `" + "`, e.g. `"ILS + TempS"`); each curve is top-label accuracy
     against mean confidence over the non-empty bins of
-    `keras_ils.evaluation.top_label_bins`. Right: one group of bars per
+    `keras_ils.evaluation.top_label_bins`. A marker's area grows with the
+    points its bin holds, and bins of fewer than `SPARSE_BIN` points (per run)
+    are drawn faint and hollow and left out of the curve, as the figure says:
+    on a small test set their accuracies zig-zag with noise. Right: one group of bars per
     score, one bar per model. With several runs per model (seeds), a curve
     is the runs' pooled bins and a band spans the runs' accuracies per bin; a
     bar is the runs' mean and its whisker their range. The PNG is written
@@ -131,7 +137,9 @@ def comparison(curves: dict, scores: dict, path: str, *, title: str | None = Non
         axis.plot([0, 1], [0, 1], "k--", linewidth=1)
         axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy")
         axis.set_title("calibrated after training" if calibrated_panel else "as trained")
-        axis.legend(fontsize=7, loc="upper left")
+        axis.text(0.98, 0.02, _BIN_NOTE, transform=axis.transAxes, fontsize=7, ha="right", va="bottom", color="0.3")
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=7, loc="upper left")
     seeds = max(len(bins) for bins in runs.values())
     names = list(scores)
     metrics = ("nll", "ece", "cwece")
@@ -171,12 +179,18 @@ def _runs(bins) -> list:
 
 def _reliability_curve(axis, runs, name, colour):
     """The runs' pooled reliability curve; with several runs, a band from their lowest to highest accuracy per bin
-    (over the runs with examples in that bin)."""
+    (over the runs with examples in that bin). Marker area grows with the bin's points per run; bins of fewer
+    than `SPARSE_BIN` points per run are drawn faint and hollow: their accuracy is too noisy to read."""
     counts, correct, confidence = (np.sum(part, axis=0) for part in zip(*runs, strict=True))
     kept = counts > 0
-    x = confidence[kept] / counts[kept]
+    x, y, per_run = confidence[kept] / counts[kept], correct[kept] / counts[kept], counts[kept] / len(runs)
     style = "-" if name.endswith("TempS") or " + " not in name else ":"
-    axis.plot(x, correct[kept] / counts[kept], marker="o", markersize=3, linestyle=style, color=colour, label=name)
+    sizes = 4 + 60 * np.sqrt(per_run / per_run.max())
+    solid = per_run >= SPARSE_BIN
+    line = solid if solid.any() else np.ones_like(solid)  # the curve joins the bins that hold enough points
+    axis.plot(x[line], y[line], linestyle=style, color=colour, alpha=0.6, label=name)
+    axis.scatter(x[solid], y[solid], s=sizes[solid], color=colour, zorder=3)
+    axis.scatter(x[~solid], y[~solid], s=sizes[~solid], facecolors="none", edgecolors=colour, alpha=0.35, zorder=3)
     if len(runs) > 1:
         with np.errstate(invalid="ignore", divide="ignore"):
             accuracy = np.array([run[1] / run[0] for run in runs])[:, kept]  # NaN where a run has no example

@@ -67,11 +67,12 @@ def test_comparison_with_seeds_pools_the_curves_and_bands_their_range(tmp_path):
     runs = list(zip(counts, correct, confidence, strict=True))
     axis = Figure().subplots()
     plots._reliability_curve(axis, plots._runs(runs), "ILS", "C0")
-    line = axis.lines[0]
-    # pooled bins: counts [2, 6, 12], correct [1, 3, 9], confidence [0.6, 3.2, 10.4]
-    np.testing.assert_allclose(line.get_xdata(), [0.3, 3.2 / 6, 10.4 / 12])
-    np.testing.assert_allclose(line.get_ydata(), [0.5, 0.5, 0.75])
-    band = axis.collections[0].get_paths()[0].vertices
+    markers = np.concatenate([collection.get_offsets() for collection in axis.collections[:2]])
+    # pooled bins: counts [2, 6, 12], correct [1, 3, 9], confidence [0.6, 3.2, 10.4]; per run [1, 3, 6]: all sparse
+    np.testing.assert_allclose(sorted(markers[:, 0]), [0.3, 3.2 / 6, 10.4 / 12])
+    np.testing.assert_allclose(markers[np.argsort(markers[:, 0]), 1], [0.5, 0.5, 0.75])
+    np.testing.assert_allclose(axis.lines[0].get_ydata(), [0.5, 0.5, 0.75])  # none holds enough: all joined
+    band = axis.collections[-1].get_paths()[0].vertices  # after the solid and the hollow markers
     # per-bin accuracy of the runs: bin 0 only run 2 (0.5); bin 1: 0.25 and 1.0; bin 2: 1.0 and 0.5
     for x, low, high in ((0.3, 0.5, 0.5), (3.2 / 6, 0.25, 1.0), (10.4 / 12, 0.5, 1.0)):
         at_x = band[np.isclose(band[:, 0], x), 1]
@@ -79,3 +80,19 @@ def test_comparison_with_seeds_pools_the_curves_and_bands_their_range(tmp_path):
     scores = {"ILS": {"nll": [0.5, 0.7], "ece": [0.02, 0.04], "cwece": [0.03, 0.01]}}
     path = plots.comparison({"ILS": runs}, scores, str(tmp_path / "c.png"), title="t")
     assert matplotlib.image.imread(path).shape[:2] == (480, 1600)
+
+
+def test_comparison_draws_sparse_bins_faint_and_hollow():
+    from matplotlib.figure import Figure
+
+    # one run; bins of 3, 40 and 9 points: only the 40-point bin is read as solid
+    run = (np.array([3.0, 40.0, 9.0]), np.array([1.0, 30.0, 9.0]), np.array([1.2, 28.0, 8.1]))
+    axis = Figure().subplots()
+    plots._reliability_curve(axis, plots._runs(run), "ILS", "C0")
+    solid, hollow = axis.collections[:2]
+    np.testing.assert_allclose(axis.lines[0].get_xdata(), [28.0 / 40])  # only the solid bin is joined
+    np.testing.assert_allclose(solid.get_offsets(), [[28.0 / 40, 30.0 / 40]])
+    np.testing.assert_allclose(hollow.get_offsets(), [[1.2 / 3, 1 / 3], [8.1 / 9, 1.0]])
+    assert hollow.get_alpha() < 1 and len(hollow.get_facecolors()) == 0  # hollow: no face colour
+    # marker area grows with the points per bin: the 40-point bin's marker is the largest
+    assert solid.get_sizes()[0] > max(hollow.get_sizes())
