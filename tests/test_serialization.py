@@ -7,7 +7,6 @@ import sys
 
 import keras
 import numpy as np
-import pytest
 
 import keras_ils
 
