@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_ils.experiments.engine.stacked_mlps import _forward
+from keras_ils.experiments.engine.stacked_mlps import forward, pairs
 
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
 
@@ -51,7 +51,7 @@ def _batch_mean_weights(n_val, batch_size):
     return 1.0 / tf.cast(num_batches * size, tf.float32)
 
 
-def _epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean"):
+def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean"):
     """One epoch of every slot: the mini-batch steps, then validation, best-weights and patience bookkeeping.
 
     Slots that hold no model, or a finished one, keep computing (their
@@ -64,6 +64,13 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_deca
     (coupled L2, as `torch.optim.Adam(weight_decay=...)`);
     `validation_loss="batch_mean"` averages per-batch means over validation
     batches of `batch_size` instead of all points at once.
+
+    The function is called as `epoch(state, active, order)`: `state` is
+    `SlotPool.state` (weights, Adam's moments and steps, the best weights and
+    losses, the wait, and each slot's data), `active` `[slots]` which slots
+    hold a model, `order` `[slots, n_train]` each slot's batch order. It
+    returns `(the trained entries of state, validation loss [slots])`.
+    Functions are cached per setting, so a setting compiles once.
     """
     key = (n_train, batch_size, float(learning_rate), bool(jit_compile), float(weight_decay), validation_loss)
     if key in _EPOCH_FUNCTIONS:
@@ -75,7 +82,7 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_deca
         t_batch = tf.gather(targets, rows, batch_dims=1)
         with tf.GradientTape() as tape:
             tape.watch(flat)
-            logits = _forward(_pairs(flat), x_batch)
+            logits = forward(pairs(flat), x_batch)
             per_model = -tf.reduce_mean(tf.reduce_sum(t_batch * tf.nn.log_softmax(logits), axis=-1), axis=-1)
             loss = tf.reduce_sum(per_model)
         grads = tape.gradient(loss, flat)
@@ -85,7 +92,11 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_deca
         flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
         return flat, moments, velocities, steps
 
-    def epoch(flat, moments, velocities, steps, best, best_loss, wait, active, x, targets, x_val, y_val, order):
+    def epoch(state, active, order):
+        """`state` is `SlotPool.state`; returns its trained entries and the validation loss of every slot."""
+        flat, moments, velocities, steps = state["params"], state["moments"], state["velocities"], state["steps"]
+        x, targets = state["x"], state["targets"]
+
         # the full mini-batches in a loop (one compiled body, whatever the epoch's length), then the short last one
         def body(batch, flat, moments, velocities, steps):
             rows = tf.slice(order, [0, batch * batch_size], [-1, batch_size])
@@ -101,22 +112,19 @@ def _epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_deca
         if last_batch:
             rows = order[:, full_batches * batch_size :]
             flat, moments, velocities, steps = step(flat, moments, velocities, steps, x, targets, rows)
-        val_logits = _forward(_pairs(flat), x_val)
-        val_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y_val, logits=val_logits)
+        val_logits = forward(pairs(flat), state["x_val"])
+        val_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=state["y_val"], logits=val_logits)
         if validation_loss == "batch_mean":
             val_loss = tf.reduce_sum(val_ce * _batch_mean_weights(tf.shape(val_ce)[1], batch_size), axis=-1)
         else:
             val_loss = tf.reduce_mean(val_ce, axis=-1)
-        best, best_loss, wait = _keep_best(flat, best, best_loss, val_loss, wait, active)
-        return flat, moments, velocities, steps, best, best_loss, wait, val_loss
+        best, best_loss, wait = _keep_best(flat, state["best"], state["best_loss"], val_loss, state["wait"], active)
+        trained = dict(params=flat, moments=moments, velocities=velocities, steps=steps, best=best)
+        return dict(trained, best_loss=best_loss, wait=wait), val_loss
 
     function = tf.function(epoch, jit_compile=True if jit_compile else None, reduce_retracing=True)
     _EPOCH_FUNCTIONS[key] = function
     return function
 
 
-def _pairs(flat):
-    return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
-
-
-__all__ = ["BETA_1", "BETA_2", "EPSILON"]
+__all__ = ["BETA_1", "BETA_2", "EPSILON", "epoch_function"]

@@ -9,12 +9,18 @@ import tensorflow as tf
 
 # The CPU features for which TensorFlow's Linux builds turn oneDNN on by default (`IsMklEnabled` in
 # tensorflow/core/util/util.cc), as /proc/cpuinfo names them.
-_ONEDNN_CPU_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"})
+ONEDNN_CPU_FLAGS = frozenset({"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"})
 _CPUINFO = "/proc/cpuinfo"
 
 
-def _cpu_flags() -> frozenset:
-    """The CPU's feature flags as Linux lists them in `/proc/cpuinfo` (x86's `flags` line); empty elsewhere."""
+def cpu_flags() -> frozenset:
+    """The CPU's feature flags as Linux lists them in `/proc/cpuinfo` (x86's `flags` line); empty elsewhere.
+
+    Example:
+
+    >>> isinstance(cpu_flags(), frozenset)
+    True
+    """
     try:
         with open(_CPUINFO) as cpuinfo:
             for line in cpuinfo:
@@ -25,13 +31,28 @@ def _cpu_flags() -> frozenset:
     return frozenset()
 
 
-def _tensorflow_runs_onednn(cpu_flags, environ, platform: str) -> bool:
+def tensorflow_runs_onednn(flags, environ, platform: str) -> bool:
     """Whether TensorFlow runs oneDNN, by the rule its 2.9 release notes and `IsMklEnabled` state.
 
     Only TensorFlow's Linux and Windows builds include oneDNN. The
     `TF_ENABLE_ONEDNN_OPTS` environment variable decides where it is set
     (`"1"` or `"true"`: on, `"0"` or `"false"`: off, any case); otherwise it
-    is on for Linux CPUs with one of `_ONEDNN_CPU_FLAGS`, off on Windows.
+    is on for Linux CPUs with one of `ONEDNN_CPU_FLAGS`, off on Windows.
+
+    Args:
+        flags: the CPU's feature flags (`cpu_flags()`).
+        environ: the environment (`os.environ`).
+        platform: `sys.platform`.
+
+    Returns:
+        `True` where TensorFlow runs oneDNN.
+
+    Example:
+
+    >>> tensorflow_runs_onednn({"avx2", "avx512_vnni"}, {}, "linux"), tensorflow_runs_onednn({"avx2"}, {}, "linux")
+    (True, False)
+    >>> tensorflow_runs_onednn({"avx2"}, {"TF_ENABLE_ONEDNN_OPTS": "1"}, "darwin")  # no oneDNN in macOS builds
+    False
     """
     if not platform.startswith(("linux", "win")):
         return False
@@ -40,7 +61,7 @@ def _tensorflow_runs_onednn(cpu_flags, environ, platform: str) -> bool:
         return True
     if setting in ("0", "false"):
         return False
-    return platform.startswith("linux") and bool(_ONEDNN_CPU_FLAGS & frozenset(cpu_flags))
+    return platform.startswith("linux") and bool(ONEDNN_CPU_FLAGS & frozenset(flags))
 
 
 def whole_epoch_xla() -> bool:
@@ -65,7 +86,7 @@ def whole_epoch_xla() -> bool:
     """
     if tf.config.list_logical_devices("GPU"):
         return True
-    return not _tensorflow_runs_onednn(_cpu_flags(), os.environ, sys.platform)
+    return not tensorflow_runs_onednn(cpu_flags(), os.environ, sys.platform)
 
 
-__all__ = ["whole_epoch_xla"]
+__all__ = ["ONEDNN_CPU_FLAGS", "cpu_flags", "tensorflow_runs_onednn", "whole_epoch_xla"]

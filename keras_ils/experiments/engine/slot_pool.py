@@ -9,11 +9,11 @@ import tensorflow as tf
 
 from keras_ils.experiments.engine.stacked_mlps import epoch_order
 
-MIN_SLOTS = 16  # the smallest pool `_SlotPool.shrink` makes
+MIN_SLOTS = 16  # the smallest pool `SlotPool.shrink` makes
 
 
-class _TrainedEpoch(NamedTuple):
-    """What `_SlotPool.run_epoch` reports about the slots that held a model, one entry per slot."""
+class TrainedEpoch(NamedTuple):
+    """What `SlotPool.run_epoch` reports about the slots that held a model, one entry per slot."""
 
     slots: np.ndarray
     models: np.ndarray
@@ -22,7 +22,7 @@ class _TrainedEpoch(NamedTuple):
     val_loss: np.ndarray
 
 
-class _SlotPool:
+class SlotPool:
     """The models that train side by side: each slot's TensorFlow state, and which model each slot holds.
 
     `slot_model[s]` is the model in slot `s` (`-1`: none) and `slot_epoch[s]`
@@ -119,38 +119,16 @@ class _SlotPool:
             )
         self.slot_model, self.slot_epoch = self.slot_model[keep], self.slot_epoch[keep]
 
-    def run_epoch(self, epoch_fn) -> _TrainedEpoch:
-        """Trains every slot one epoch with `epoch_fn` (`_epoch_function`) and counts it for the busy slots."""
+    def run_epoch(self, epoch_fn) -> TrainedEpoch:
+        """Trains every slot one epoch with `epoch_fn` (`epoch.epoch_function`) and counts it for the busy slots."""
         active = self.active
         slots = np.flatnonzero(active)
-        state = self.state
-        params, moments, velocities, steps, best, best_loss, wait, val_loss = epoch_fn(
-            state["params"],
-            state["moments"],
-            state["velocities"],
-            state["steps"],
-            state["best"],
-            state["best_loss"],
-            state["wait"],
-            tf.constant(active),
-            state["x"],
-            state["targets"],
-            state["x_val"],
-            state["y_val"],
-            tf.constant(self._batch_orders(slots)),
-        )
-        state.update(
-            params=list(params),
-            moments=list(moments),
-            velocities=list(velocities),
-            steps=steps,
-            best=list(best),
-            best_loss=best_loss,
-            wait=wait,
-        )
+        trained, val_loss = epoch_fn(self.state, tf.constant(active), tf.constant(self._batch_orders(slots)))
+        self.state.update({name: list(v) if isinstance(v, (list, tuple)) else v for name, v in trained.items()})
+        wait = self.state["wait"]
         epoch = self.slot_epoch[slots]
         self.slot_epoch[slots] += 1
-        return _TrainedEpoch(slots, self.slot_model[slots], epoch, wait.numpy()[slots], val_loss.numpy()[slots])
+        return TrainedEpoch(slots, self.slot_model[slots], epoch, wait.numpy()[slots], val_loss.numpy()[slots])
 
     def _batch_orders(self, slots) -> np.ndarray:
         """`[slots, n]` each busy slot's `epoch_order` for its model's seed and epoch (zeros elsewhere)."""
@@ -174,4 +152,4 @@ class _SlotPool:
         return best, best_loss
 
 
-__all__ = ["MIN_SLOTS"]
+__all__ = ["MIN_SLOTS", "SlotPool", "TrainedEpoch"]

@@ -85,7 +85,18 @@ def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
     return np.random.default_rng([int(seed), int(epoch)]).permutation(n)
 
 
-def _forward(params, x):
+def pairs(flat) -> list:
+    """`[(kernel, bias), ...]` from the flat list `[kernel, bias, kernel, bias, ...]`.
+
+    Example:
+
+    >>> pairs(["k1", "b1", "k2", "b2"])
+    [('k1', 'b1'), ('k2', 'b2')]
+    """
+    return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+
+def forward(params, x):
     """Logits of stacked MLPs: `params` `[(kernel [m, i, o], bias [m, o])]`, `x [m, n, d]`."""
     h = x
     for layer, (kernel, bias) in enumerate(params):
@@ -95,7 +106,7 @@ def _forward(params, x):
     return h
 
 
-_compiled_forward = tf.function(_forward, jit_compile=True, reduce_retracing=True)
+_compiled_forward = tf.function(forward, jit_compile=True, reduce_retracing=True)
 _MODEL_MULTIPLE = 8  # model counts are padded to a multiple of this, so that few shapes are compiled
 
 
@@ -130,4 +141,4 @@ def mlp_logits(weights, x, *, batch_size: int = 1024) -> np.ndarray:
     return np.concatenate(logits, axis=1)[:num_models, :n]
 
 
-__all__ = ["INITIALISATIONS", "epoch_order", "initial_weights", "layer_sizes", "mlp_logits"]
+__all__ = ["INITIALISATIONS", "epoch_order", "forward", "initial_weights", "layer_sizes", "mlp_logits", "pairs"]

@@ -48,15 +48,16 @@ import numpy as np
 
 from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.calibration import fit_temperatures  # noqa: F401  (re-exported beside the trainer)
-from keras_ils.experiments.engine.epoch import _epoch_function, _pairs
+from keras_ils.experiments.engine.epoch import epoch_function
 from keras_ils.experiments.engine.onednn import whole_epoch_xla
-from keras_ils.experiments.engine.slot_pool import _SlotPool
+from keras_ils.experiments.engine.slot_pool import SlotPool
 from keras_ils.experiments.engine.stacked_mlps import (
     INITIALISATIONS,
     epoch_order,
     initial_weights,
     layer_sizes,
     mlp_logits,
+    pairs,
 )
 
 VALIDATION_LOSSES = ("mean", "batch_mean")
@@ -163,7 +164,7 @@ def _checked_arrays(x, targets, x_val, y_val, seeds):
     return x, targets, x_val, y_val, seeds
 
 
-def _train(pool: _SlotPool, epoch_fn, *, epochs: int, patience: int, history: bool) -> TrainedMLPs:
+def _train(pool: SlotPool, epoch_fn, *, epochs: int, patience: int, history: bool) -> TrainedMLPs:
     """The epoch loop: fill, shrink, train an epoch, stop models as `EarlyStopping` would, until no model is left."""
     weights = [np.empty_like(w) for w in pool.flat_init]
     best_val_loss = np.full(pool.num_models, np.inf, np.float32)
@@ -187,7 +188,7 @@ def _train(pool: _SlotPool, epoch_fn, *, epochs: int, patience: int, history: bo
                 out[models] = value
             epochs_run[models] = trained.epoch[stop] + 1
             best_epoch[models] = trained.epoch[stop] - trained.wait[stop]
-    return TrainedMLPs(_pairs(weights), best_val_loss, best_epoch, epochs_run, losses)
+    return TrainedMLPs(pairs(weights), best_val_loss, best_epoch, epochs_run, losses)
 
 
 def train_mlps(
@@ -241,7 +242,7 @@ def train_mlps(
     if weights is None:
         weights = initial_weights(seeds, x.shape[-1], targets.shape[-1], training.hidden_layers, training.units)
     flat_init = [np.asarray(w, np.float32) for pair in weights for w in pair]
-    epoch_fn = _epoch_function(
+    epoch_fn = epoch_function(
         x.shape[1],
         training.batch_size,
         training.learning_rate,
@@ -249,7 +250,7 @@ def train_mlps(
         float(training.weight_decay),
         training.validation_loss,
     )
-    pool = _SlotPool(x, targets, x_val, y_val, seeds, flat_init, min(training.pool_size, len(x)))
+    pool = SlotPool(x, targets, x_val, y_val, seeds, flat_init, min(training.pool_size, len(x)))
     return _train(pool, epoch_fn, epochs=training.epochs, patience=training.patience, history=history)
 
 

@@ -35,7 +35,7 @@ class TestWholeEpochXla:
     )
     def test_onednn_rule(self, flags, setting, platform, expected):
         environ = {} if setting is None else {"TF_ENABLE_ONEDNN_OPTS": setting}
-        assert onednn._tensorflow_runs_onednn(flags.split(), environ, platform) is expected
+        assert onednn.tensorflow_runs_onednn(flags.split(), environ, platform) is expected
 
     @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/cpuinfo")
     @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ class TestWholeEpochXla:
             monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
         else:
             monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", setting)
-        assert onednn._cpu_flags() == frozenset(flags.split())
+        assert onednn.cpu_flags() == frozenset(flags.split())
         monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: [])
         assert onednn.whole_epoch_xla() is expected
         monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
@@ -63,10 +63,10 @@ class TestWholeEpochXla:
 
     def test_no_cpuinfo_means_no_cpu_flags(self, monkeypatch, tmp_path):
         monkeypatch.setattr(onednn, "_CPUINFO", str(tmp_path / "missing"))
-        assert onednn._cpu_flags() == frozenset()
+        assert onednn.cpu_flags() == frozenset()
 
     def test_agrees_with_tensorflows_own_flag_on_this_machine(self):
         """TensorFlow's internal flag read as an oracle for the rule: in this test only, never in the package."""
         util_port = pytest.importorskip("tensorflow.python.util._pywrap_util_port")
-        ours = onednn._tensorflow_runs_onednn(onednn._cpu_flags(), os.environ, sys.platform)
+        ours = onednn.tensorflow_runs_onednn(onednn.cpu_flags(), os.environ, sys.platform)
         assert ours == util_port.IsMklEnabled()

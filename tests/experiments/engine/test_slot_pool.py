@@ -4,13 +4,13 @@ from keras_ils.experiments.engine import slot_pool, stacked_mlps
 
 
 def _pool(num_models, size, n=4):
-    """A `_SlotPool` whose model `m` has every feature equal to `m`, so its data shows which model a slot holds."""
+    """A `SlotPool` whose model `m` has every feature equal to `m`, so its data shows which model a slot holds."""
     seeds = np.arange(num_models, dtype=np.int64)
     x = np.broadcast_to(np.arange(num_models, dtype=np.float32)[:, None, None], (num_models, n, 2)).copy()
     targets = np.full((num_models, n, 3), 1 / 3, np.float32)
     y_val = np.zeros((num_models, n), np.int32)
     flat = [w for pair in stacked_mlps.initial_weights(seeds, 2, 3, hidden_layers=1, units=4) for w in pair]
-    return slot_pool._SlotPool(x, targets, x.copy(), y_val, seeds, flat, size)
+    return slot_pool.SlotPool(x, targets, x.copy(), y_val, seeds, flat, size)
 
 
 def _slot_features(pool):

@@ -250,11 +250,16 @@ def test_patience_zero_stops_at_the_first_epoch_without_improvement_like_keras()
     assert result.epochs[0] >= 2 and improving and losses[-1] >= losses[:-1].min()
 
 
-def _numpy_train(weights, row, x, targets, x_val, y_val, seed, *, epochs, batch_size, weight_decay, validation_loss):
+def _numpy_train(weights, row, data, seed, training):
     """An independent float64 numpy MLP + Keras-form Adam with coupled L2 (PyTorch's `Adam(weight_decay=...)`).
 
-    Returns every epoch's weights (after the epoch) and validation loss.
+    `data` is one model's `(x, targets, x_val, y_val)`; of `training` (an `MLPTraining`) it reads the epochs, the
+    batch size, the weight decay and the validation loss. Returns every epoch's weights (after the epoch) and
+    validation loss.
     """
+    x, targets, x_val, y_val = data
+    epochs, batch_size, weight_decay = training.epochs, training.batch_size, training.weight_decay
+    validation_loss = training.validation_loss
     params = [np.asarray(w[row], np.float64) for pair in weights for w in pair]
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params]
@@ -321,40 +326,22 @@ def test_engine_options_match_a_numpy_reference(jit_compile, batch_size, weight_
     x_val = rng.normal(size=(2, 40, 2)).astype(np.float32)
     y_val = rng.integers(0, 3, size=(2, 40)).astype(np.int32)
     weights = vectorised.initial_weights(seeds, 2, 3, hidden_layers=2, units=8)
-    epochs = 4
+    training = vectorised.MLPTraining(
+        epochs=4,
+        patience=100,
+        batch_size=batch_size,
+        hidden_layers=2,
+        units=8,
+        jit_compile=jit_compile,
+        weight_decay=weight_decay,
+        validation_loss=validation_loss,
+    )
     result = vectorised.train_mlps(
-        x,
-        targets,
-        x_val,
-        y_val,
-        seeds=seeds,
-        weights=weights,
-        history=True,
-        training=vectorised.MLPTraining(
-            epochs=epochs,
-            patience=100,
-            batch_size=batch_size,
-            hidden_layers=2,
-            units=8,
-            jit_compile=jit_compile,
-            weight_decay=weight_decay,
-            validation_loss=validation_loss,
-        ),
+        x, targets, x_val, y_val, seeds=seeds, weights=weights, history=True, training=training
     )
     for row, seed in enumerate(seeds):
-        history_weights, history_loss = _numpy_train(
-            weights,
-            row,
-            x[row],
-            targets[row],
-            x_val[row],
-            y_val[row],
-            seed,
-            epochs=epochs,
-            batch_size=batch_size,
-            weight_decay=weight_decay,
-            validation_loss=validation_loss,
-        )
+        data = (x[row], targets[row], x_val[row], y_val[row])
+        history_weights, history_loss = _numpy_train(weights, row, data, seed, training)
         np.testing.assert_allclose(result.val_history[row], history_loss, rtol=1e-4, atol=1e-5)
         best = int(np.argmin(history_loss))
         assert result.best_epoch[row] == best
