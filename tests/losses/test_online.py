@@ -1,0 +1,142 @@
+"""OnlineLabelSmoothing and its callback: the soft-label matrix, the epoch update, validation, saving, replicas."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+from test_calibration_losses import _ce
+
+from keras_ils.losses import OnlineLabelSmoothing, OnlineLabelSmoothingCallback, online_label_smoothing_crossentropy
+from keras_ils.losses.online import soft_labels_from_statistics
+
+K = 4
+jax_only = pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX refusal")
+
+
+def _np(x):
+    return np.asarray(ops.convert_to_numpy(x), dtype=np.float64)
+
+
+def _expected_matrix(probs, labels, previous):
+    """Zhang et al.'s update, a loop: row y = normalised mean of the correct predictions of class y; else kept."""
+    matrix = np.array(previous, dtype=np.float64)
+    for y in range(len(matrix)):
+        members = probs[(labels == y) & (probs.argmax(1) == y)]
+        if len(members):
+            mean = members.mean(0)
+            matrix[y] = mean / mean.sum()
+    return matrix
+
+
+def test_soft_labels_from_statistics_against_the_loop(rng):
+    probs = rng.dirichlet(np.ones(K), size=200)
+    labels = np.minimum(rng.integers(0, K, 200), K - 2)  # class K-1 never the label: its row stays
+    correct = probs.argmax(1) == labels
+    sums = np.stack([probs[correct & (labels == y)].sum(0) for y in range(K)])
+    counts = np.array([(correct & (labels == y)).sum() for y in range(K)])
+    previous = rng.dirichlet(np.ones(K), size=K)
+    got = soft_labels_from_statistics(sums, counts, previous)
+    np.testing.assert_allclose(got, _expected_matrix(probs, labels, previous), rtol=1e-6)
+    np.testing.assert_allclose(got[K - 1], previous[K - 1], rtol=1e-6)
+
+
+def test_functional_form_against_numpy(rng):
+    labels = rng.integers(0, K, 30)
+    logits = rng.normal(size=(30, K)).astype("float32")
+    matrix = rng.dirichlet(np.ones(K), size=K)
+    want = 0.3 * _ce(np.eye(K)[labels], logits) + 0.7 * _ce(matrix[labels], logits)
+    got = _np(online_label_smoothing_crossentropy(labels, logits, matrix, alpha=0.3))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_num_classes_checked_against_y_pred():
+    with pytest.raises(ValueError, match="Invalid value for argument `num_classes`.*Received: num_classes=3"):
+        OnlineLabelSmoothing(3)([0, 1], np.zeros((2, 5), "float32"))
+
+
+def test_callback_needs_the_loss():
+    with pytest.raises(TypeError, match="must be an `OnlineLabelSmoothing`"):
+        OnlineLabelSmoothingCallback(keras.losses.CategoricalCrossentropy())
+
+
+def _data(rng, n=64):
+    x = rng.normal(size=(n, 3)).astype("float32")
+    labels = np.minimum((x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0), K - 2)  # class K-1 never a label
+    return x, labels.astype("int32")
+
+
+def _frozen_model(seed=0):
+    """A model whose weights the training does not move (learning rate 0): every batch sees the same predictions."""
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(K)])
+    return model, keras.optimizers.SGD(learning_rate=0.0)
+
+
+@pytest.mark.tensorflow_only
+class TestTraining:
+    def _fit(self, rng, loss, model, optimizer, epochs=1, validation=True):
+        x, labels = _data(rng)
+        model.compile(optimizer=optimizer, loss=loss)
+        x_val = 3.0 + rng.normal(size=(40, 3)).astype("float32")  # other predictions: they must not count
+        fit = dict(epochs=epochs, batch_size=16, verbose=0, callbacks=[OnlineLabelSmoothingCallback(loss)])
+        if validation:
+            fit["validation_data"] = (x_val, rng.integers(0, K, 40))
+        model.fit(x, labels, **fit)
+        return x, labels
+
+    @pytest.mark.parametrize("validation", [False, True])
+    def test_one_epoch_sets_each_row_from_the_correct_training_predictions(self, rng, validation):
+        model, optimizer = _frozen_model()
+        loss = OnlineLabelSmoothing(K, alpha=0.5)
+        x, labels = self._fit(rng, loss, model, optimizer, validation=validation)
+        probs = _np(ops.softmax(model.predict(x, verbose=0)))
+        want = _expected_matrix(probs, labels, np.full((K, K), 1 / K))
+        assert not np.allclose(want[:2], 1 / K)  # the update did something
+        np.testing.assert_allclose(_np(loss.soft_labels), want, rtol=1e-5)
+
+    def test_the_next_epoch_trains_against_the_new_matrix(self, rng):
+        model, optimizer = _frozen_model()
+        loss = OnlineLabelSmoothing(K, alpha=0.25)
+        x, labels = self._fit(rng, loss, model, optimizer, epochs=1)
+        matrix = _np(loss.soft_labels)
+        history = model.fit(x, labels, epochs=1, batch_size=64, verbose=0)
+        logits = model.predict(x, verbose=0)
+        want = 0.25 * _ce(np.eye(K)[labels], logits) + 0.75 * _ce(matrix[labels], logits)
+        np.testing.assert_allclose(history.history["loss"][0], want.mean(), rtol=1e-4)
+
+    def test_keras_file_round_trip_restores_the_matrix(self, rng, tmp_path):
+        model, _ = _frozen_model()
+        loss = OnlineLabelSmoothing(K)
+        x, labels = self._fit(rng, loss, model, "adam", epochs=2)
+        matrix = _np(loss.soft_labels)
+        assert not np.allclose(matrix, 1 / K)
+        model.save(tmp_path / "ols.keras")
+        loaded = keras.saving.load_model(tmp_path / "ols.keras")
+        np.testing.assert_allclose(_np(loaded.loss.soft_labels), matrix)
+        np.testing.assert_allclose(
+            loaded.evaluate(x, labels, verbose=0), model.evaluate(x, labels, verbose=0), rtol=1e-6
+        )
+        with pytest.raises(ValueError, match="not compiled with this callback's"):
+            loaded.fit(x, labels, epochs=1, verbose=0, callbacks=[OnlineLabelSmoothingCallback(loss)])
+        loaded.fit(x, labels, epochs=1, verbose=0, callbacks=[OnlineLabelSmoothingCallback(loaded.loss)])
+
+    def test_statistics_are_summed_over_replicas(self, rng, mirrored_strategy):
+        single_model, optimizer = _frozen_model()
+        single = OnlineLabelSmoothing(K)
+        self._fit(np.random.default_rng(5), single, single_model, optimizer)
+        with mirrored_strategy.scope():
+            model, optimizer = _frozen_model()
+            loss = OnlineLabelSmoothing(K)
+        self._fit(np.random.default_rng(5), loss, model, optimizer)
+        np.testing.assert_allclose(_np(loss.soft_labels), _np(single.soft_labels), rtol=1e-5)
+        assert not np.allclose(_np(loss.soft_labels)[:2], 1 / K)
+
+
+@jax_only
+def test_the_callback_refuses_jax(rng):
+    x, labels = _data(rng)
+    model, optimizer = _frozen_model()
+    loss = OnlineLabelSmoothing(K)
+    model.compile(optimizer=optimizer, loss=loss)
+    with pytest.raises(RuntimeError, match="needs the TensorFlow backend"):
+        model.fit(x, labels, epochs=1, verbose=0, callbacks=[OnlineLabelSmoothingCallback(loss)])
