@@ -6,9 +6,19 @@ re-exported here, so `keras_ils.evaluation.<name>` is the one address of each:
 - `_scores`: `scores`, `evaluate`, `evaluate_outputs`, `paired_difference`
   (accuracy, NLL, ECE, cwECE, class-conditional ECE, Brier, MCE, adaptive
   ECE, with bootstrap intervals), `top_label_bins`, `adaptive_ece`,
-  `probabilities`.
+  `probabilities`;
+- `_calibration`: `smooth_ece`, `debiased_calibration_error`,
+  `ks_calibration_error`, `brier_decomposition` (calibration scores beyond
+  binned ECE; not yet columns of `scores`).
 """
 
+from keras_ils.evaluation._calibration import (
+    BrierDecomposition,
+    brier_decomposition,
+    debiased_calibration_error,
+    ks_calibration_error,
+    smooth_ece,
+)
 from keras_ils.evaluation._scores import (
     COLUMNS,
     Interval,
@@ -22,13 +32,18 @@ from keras_ils.evaluation._scores import (
 )
 
 __all__ = [
+    "BrierDecomposition",
     "COLUMNS",
     "Interval",
     "adaptive_ece",
+    "brier_decomposition",
+    "debiased_calibration_error",
     "evaluate",
     "evaluate_outputs",
+    "ks_calibration_error",
     "paired_difference",
     "probabilities",
     "scores",
+    "smooth_ece",
     "top_label_bins",
 ]
