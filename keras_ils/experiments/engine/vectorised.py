@@ -7,7 +7,7 @@ stacked weights (`[models, in, out]` kernels, `[models, out]` biases) and a
 whole epoch of all of them is one compiled TensorFlow function of batched
 matrix products.
 
-The training is the package's MLP recipe (`keras_ils.experiments.engine.training.Recipe()`),
+The training is the package's MLP recipe (`keras_ils.experiments.zoo.recipes.Recipe()`),
 reproduced exactly per model:
 
 - `keras_ils.experiments.zoo.models.mlp` architecture; Keras' initialisation (Glorot-uniform

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 
 from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.experiments.zoo._parts import _bn_relu, _check_classes, _conv, _logits, _weight_decay
+from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
 
 
 def densenet(
@@ -35,25 +35,25 @@ def densenet(
     References:
         Huang et al. (2017), "Densely Connected Convolutional Networks", §3 (DenseNet-BC).
     """
-    _check_classes(num_classes)
+    check_classes(num_classes)
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 10 or (depth - 4) % 6:
         raise invalid("depth", "6m + 4 with m >= 1 (40, 100, 190, 250)", depth)
     integer_at_least("growth_rate", growth_rate, 1)
     compression = number_in("compression", compression, 0.0, 1.0, low_open=True)
     layers_per_block = (depth - 4) // 6
-    l2 = _weight_decay(weight_decay)
+    l2 = kernel_regularizer(weight_decay)
     inputs = keras.Input(shape=tuple(input_shape))
-    x = _conv(2 * growth_rate, 3, l2)(inputs)
+    x = conv(2 * growth_rate, 3, l2)(inputs)
     for block in range(3):
         for _ in range(layers_per_block):
-            y = _conv(4 * growth_rate, 1, l2)(_bn_relu(x))
-            y = _conv(growth_rate, 3, l2)(_bn_relu(y))
+            y = conv(4 * growth_rate, 1, l2)(bn_relu(x))
+            y = conv(growth_rate, 3, l2)(bn_relu(y))
             x = keras.layers.Concatenate()([x, y])
         if block < 2:
-            x = _conv(int(x.shape[-1] * compression), 1, l2)(_bn_relu(x))
+            x = conv(int(x.shape[-1] * compression), 1, l2)(bn_relu(x))
             x = keras.layers.AveragePooling2D(2)(x)
-    x = keras.layers.GlobalAveragePooling2D()(_bn_relu(x))
-    return keras.Model(inputs, _logits(x, num_classes, l2), name=name or f"densenet{depth}")
+    x = keras.layers.GlobalAveragePooling2D()(bn_relu(x))
+    return keras.Model(inputs, dense_logits(x, num_classes, l2), name=name or f"densenet{depth}")
 
 
 __all__ = ["densenet"]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import keras
 
-from keras_ils.experiments.zoo._parts import _bn_relu, _check_classes, _conv, _logits, _weight_decay
+from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
 
 
 def _conv_bn_relu(x, l2, filters, kernel, strides=1, padding="same"):
-    return _bn_relu(_conv(filters, kernel, l2, strides, padding)(x))
+    return bn_relu(conv(filters, kernel, l2, strides, padding)(x))
 
 
 def _chain(x, l2, *convs):
-    for conv in convs:
-        x = _conv_bn_relu(x, l2, *conv)
+    for spec in convs:
+        x = _conv_bn_relu(x, l2, *spec)
     return x
 
 
@@ -42,8 +42,8 @@ def inceptionv4(
         Szegedy et al. (2017), "Inception-v4, Inception-ResNet and the Impact of Residual Connections on
         Learning", Figures 3-9.
     """
-    _check_classes(num_classes)
-    l2 = _weight_decay(weight_decay)
+    check_classes(num_classes)
+    l2 = kernel_regularizer(weight_decay)
     cat = lambda *branches: keras.layers.Concatenate()(list(branches))  # noqa: E731
     max_pool = lambda x, strides, padding: keras.layers.MaxPooling2D(3, strides, padding)(x)  # noqa: E731
     inputs = keras.Input(shape=tuple(input_shape))
@@ -87,7 +87,7 @@ def inceptionv4(
             _pool_conv(x, l2, 256),
         )
     x = keras.layers.Dropout(0.2)(keras.layers.GlobalAveragePooling2D()(x))
-    return keras.Model(inputs, _logits(x, num_classes, l2), name=name)
+    return keras.Model(inputs, dense_logits(x, num_classes, l2), name=name)
 
 
 __all__ = ["inceptionv4"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from keras_ils.experiments.zoo._parts import _check_classes, _weight_decay
+from keras_ils.experiments.zoo._parts import check_classes, kernel_regularizer
 
 
 def mlp(
@@ -17,7 +17,7 @@ def mlp(
 ) -> keras.Model:
     """The paper's synthetic-task network: `hidden_layers` ReLU layers of `units`, logits out.
 
-    `weight_decay` (see the module docstring) puts `L2(weight_decay / 2)` on
+    `weight_decay` (see `keras_ils.experiments.zoo.models`) puts `L2(weight_decay / 2)` on
     every kernel; `None` or `0` puts none. The other builders take it too.
 
     Example:
@@ -29,8 +29,8 @@ def mlp(
     References:
         Maher & Kull (2021), §3 (5 hidden layers of 64 ReLU units).
     """
-    _check_classes(num_classes)
-    l2 = _weight_decay(weight_decay)
+    check_classes(num_classes)
+    l2 = kernel_regularizer(weight_decay)
     layers = [keras.Input(shape=tuple(input_shape))]
     layers += [keras.layers.Dense(units, activation="relu", kernel_regularizer=l2()) for _ in range(hidden_layers)]
     layers.append(keras.layers.Dense(num_classes, name="logits", kernel_regularizer=l2()))

@@ -24,7 +24,7 @@ kernel (`kernel_regularizer`), so `weight_decay * W` joins the gradient and
 passes through momentum. Keras' own optimizer `weight_decay` is decoupled and,
 under momentum 0.9, about ten times weaker. The penalty enters the training
 loss (and Keras' `val_loss`), never the hard-label `val_nll` metric that model
-selection monitors. `training.recipe_for` gives the paper's value per network.
+selection monitors. `recipes.recipe_for` gives the paper's value per network.
 
 Batch normalisation keeps Keras' defaults (momentum 0.99, epsilon 1e-3;
 PyTorch's are 0.9 and 1e-5) in every network, as the first networks here did.
@@ -91,7 +91,7 @@ def build(name: str, num_classes: int, input_shape: tuple, weight_decay: float |
 
     `weight_decay` puts `L2(weight_decay / 2)` on every Conv2D and Dense
     kernel (the module docstring says why); give it the recipe's,
-    `training.recipe_for(name, dataset).weight_decay`. Defaults to `None` (none).
+    `recipes.recipe_for(name, dataset).weight_decay`. Defaults to `None` (none).
 
     Example:
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 import keras
 
 from keras_ils._checks import invalid, number_in
-from keras_ils.experiments.zoo._parts import _bn_relu, _check_classes, _conv, _logits, _weight_decay
+from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
 from keras_ils.experiments.zoo.layers import StochasticDepth, ZeroPadShortcut
 
 
 def _basic_block(x, filters, strides, l2, shortcut, survival=None):
     """conv-BN-ReLU-conv-BN, added to the shortcut, ReLU; the branch through `StochasticDepth` when `survival`."""
-    y = _bn_relu(_conv(filters, 3, l2, strides)(x))
-    y = keras.layers.BatchNormalization()(_conv(filters, 3, l2)(y))
+    y = bn_relu(conv(filters, 3, l2, strides)(x))
+    y = keras.layers.BatchNormalization()(conv(filters, 3, l2)(y))
     if survival is not None:
         y = StochasticDepth(survival)(y)
     if strides != 1 or x.shape[-1] != filters:
         if shortcut == "projection":
-            x = keras.layers.BatchNormalization()(_conv(filters, 1, l2, strides)(x))
+            x = keras.layers.BatchNormalization()(conv(filters, 1, l2, strides)(x))
         else:
             x = ZeroPadShortcut(filters, strides, pooling=shortcut)(x)
     return keras.layers.ReLU()(keras.layers.Add()([y, x]))
@@ -30,17 +30,17 @@ def _cifar_resnet_blocks(depth):
 
 
 def _cifar_resnet(depth, num_classes, input_shape, name, weight_decay, shortcut, survivals):
-    _check_classes(num_classes)
+    check_classes(num_classes)
     blocks = _cifar_resnet_blocks(depth)
-    l2 = _weight_decay(weight_decay)
+    l2 = kernel_regularizer(weight_decay)
     inputs = keras.Input(shape=tuple(input_shape))
-    x = _bn_relu(_conv(16, 3, l2)(inputs))
+    x = bn_relu(conv(16, 3, l2)(inputs))
     for stage, filters in enumerate((16, 32, 64)):
         for block in range(blocks):
             survival = survivals[stage * blocks + block] if survivals else None
             x = _basic_block(x, filters, 2 if stage > 0 and block == 0 else 1, l2, shortcut, survival)
     x = keras.layers.GlobalAveragePooling2D()(x)
-    return keras.Model(inputs, _logits(x, num_classes, l2), name=name)
+    return keras.Model(inputs, dense_logits(x, num_classes, l2), name=name)
 
 
 def resnet(
@@ -63,7 +63,7 @@ def resnet(
         num_classes: classes of the logits.
         input_shape: Defaults to `(32, 32, 3)`.
         name: Defaults to `resnet{depth}` (`resnet{depth}b` for projections).
-        weight_decay: see the module docstring. Defaults to `None`.
+        weight_decay: see `keras_ils.experiments.zoo.models`. Defaults to `None`.
         shortcut: `"zero_pad"` (option A) or `"projection"` (option B).
 
     Example:
@@ -118,19 +118,19 @@ def stochastic_depth_resnet(
 
 
 def _bottleneck_block(x, planes, strides, l2):
-    y = _bn_relu(_conv(planes, 1, l2)(x))
-    y = _bn_relu(_conv(planes, 3, l2, strides)(y))
-    y = keras.layers.BatchNormalization()(_conv(4 * planes, 1, l2)(y))
+    y = bn_relu(conv(planes, 1, l2)(x))
+    y = bn_relu(conv(planes, 3, l2, strides)(y))
+    y = keras.layers.BatchNormalization()(conv(4 * planes, 1, l2)(y))
     if strides != 1 or x.shape[-1] != 4 * planes:
-        x = keras.layers.BatchNormalization()(_conv(4 * planes, 1, l2, strides)(x))
+        x = keras.layers.BatchNormalization()(conv(4 * planes, 1, l2, strides)(x))
     return keras.layers.ReLU()(keras.layers.Add()([y, x]))
 
 
 def _four_stage_resnet(stage_blocks, bottleneck, num_classes, input_shape, name, weight_decay):
-    _check_classes(num_classes)
-    l2 = _weight_decay(weight_decay)
+    check_classes(num_classes)
+    l2 = kernel_regularizer(weight_decay)
     inputs = keras.Input(shape=tuple(input_shape))
-    x = _bn_relu(_conv(64, 3, l2)(inputs))
+    x = bn_relu(conv(64, 3, l2)(inputs))
     for stage, (planes, blocks) in enumerate(zip((64, 128, 256, 512), stage_blocks, strict=True)):
         for block in range(blocks):
             strides = 2 if stage > 0 and block == 0 else 1
@@ -139,7 +139,7 @@ def _four_stage_resnet(stage_blocks, bottleneck, num_classes, input_shape, name,
             else:
                 x = _basic_block(x, planes, strides, l2, "projection")
     x = keras.layers.GlobalAveragePooling2D()(x)
-    return keras.Model(inputs, _logits(x, num_classes, l2), name=name)
+    return keras.Model(inputs, dense_logits(x, num_classes, l2), name=name)
 
 
 def resnet18(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 
 from keras_ils._checks import integer_at_least, number_in
-from keras_ils.experiments.zoo._parts import _bn_relu, _check_classes, _conv, _logits, _weight_decay
+from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
 
 
 def lenet(
@@ -18,8 +18,8 @@ def lenet(
     >>> lenet(num_classes=10).count_params()
     62006
     """
-    _check_classes(num_classes)
-    l2 = _weight_decay(weight_decay)
+    check_classes(num_classes)
+    l2 = kernel_regularizer(weight_decay)
     return keras.Sequential(
         [
             keras.Input(shape=tuple(input_shape)),
@@ -60,18 +60,18 @@ def alexnet(
     >>> alexnet(num_classes=10).count_params()
     358218
     """
-    _check_classes(num_classes)
+    check_classes(num_classes)
     integer_at_least("channels", channels, 1)
     dropout = number_in("dropout", dropout, 0.0, 1.0, high_open=True)
-    l2 = _weight_decay(weight_decay)
+    l2 = kernel_regularizer(weight_decay)
     inputs = keras.Input(shape=tuple(input_shape))
     x = inputs
     for filters in (channels, 2 * channels, 4 * channels):
-        x = keras.layers.BatchNormalization()(_conv(filters, 3, l2, use_bias=True)(x))
+        x = keras.layers.BatchNormalization()(conv(filters, 3, l2, use_bias=True)(x))
         x = keras.layers.ReLU()(keras.layers.MaxPooling2D(2)(x))
     x = keras.layers.Dense(4 * channels, kernel_regularizer=l2())(keras.layers.Flatten()(x))
-    x = keras.layers.Dropout(dropout)(_bn_relu(x))
-    return keras.Model(inputs, _logits(x, num_classes, l2), name=name)
+    x = keras.layers.Dropout(dropout)(bn_relu(x))
+    return keras.Model(inputs, dense_logits(x, num_classes, l2), name=name)
 
 
 __all__ = ["alexnet", "lenet"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from keras_ils.experiments.zoo._parts import _bn_relu, _check_classes, _conv, _logits, _weight_decay
+from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
 
 
 def wide_resnet(
@@ -29,27 +29,27 @@ def wide_resnet(
     References:
         Zagoruyko & Komodakis (2016), "Wide Residual Networks" (`depth = 6n + 4`).
     """
-    _check_classes(num_classes)
+    check_classes(num_classes)
     if (depth - 4) % 6 or depth < 10:
         raise ValueError(
             f"Invalid value for argument `depth`. Expected 6n + 4 (16, 22, 28, 34). Received: depth={depth}"
         )
     blocks = (depth - 4) // 6
-    l2 = _weight_decay(weight_decay)
+    l2 = kernel_regularizer(weight_decay)
     inputs = keras.Input(shape=tuple(input_shape))
-    x = _conv(16, 3, l2)(inputs)
+    x = conv(16, 3, l2)(inputs)
     for stage, filters in enumerate((16 * width, 32 * width, 64 * width)):
         for block in range(blocks):
             strides = 2 if stage > 0 and block == 0 else 1
-            pre = _bn_relu(x)
-            y = _bn_relu(_conv(filters, 3, l2, strides)(pre))
+            pre = bn_relu(x)
+            y = bn_relu(conv(filters, 3, l2, strides)(pre))
             if dropout:
                 y = keras.layers.Dropout(dropout)(y)
-            y = _conv(filters, 3, l2)(y)
-            shortcut = x if strides == 1 and x.shape[-1] == filters else _conv(filters, 1, l2, strides)(pre)
+            y = conv(filters, 3, l2)(y)
+            shortcut = x if strides == 1 and x.shape[-1] == filters else conv(filters, 1, l2, strides)(pre)
             x = keras.layers.Add()([y, shortcut])
-    x = keras.layers.GlobalAveragePooling2D()(_bn_relu(x))
-    return keras.Model(inputs, _logits(x, num_classes, l2), name=name or f"wrn{depth}_{width}")
+    x = keras.layers.GlobalAveragePooling2D()(bn_relu(x))
+    return keras.Model(inputs, dense_logits(x, num_classes, l2), name=name or f"wrn{depth}_{width}")
 
 
 __all__ = ["wide_resnet"]
