@@ -36,13 +36,13 @@ import re
 
 import keras
 
-from keras_ils.experiments.zoo.densenet import densenet
+from keras_ils.experiments.zoo.densenets import densenet
 from keras_ils.experiments.zoo.inception import inceptionv4
 from keras_ils.experiments.zoo.layers import StochasticDepth, ZeroPadShortcut
-from keras_ils.experiments.zoo.mlp import mlp
-from keras_ils.experiments.zoo.resnet import resnet, resnet18, resnet50, stochastic_depth_resnet
+from keras_ils.experiments.zoo.mlps import mlp
+from keras_ils.experiments.zoo.resnets import resnet, resnet18, resnet50, stochastic_depth_resnet
 from keras_ils.experiments.zoo.small_cnns import alexnet, lenet
-from keras_ils.experiments.zoo.wide_resnet import wide_resnet
+from keras_ils.experiments.zoo.wide_resnets import wide_resnet
 
 MODEL_NAMES = (
     "mlp",
