@@ -37,7 +37,7 @@ import keras_ils
 from keras_ils import data
 from keras_ils.experiments.data import datasets
 from keras_ils.experiments.engine import training
-from keras_ils.experiments.zoo import models
+from keras_ils.experiments.zoo import models, recipes
 from keras_ils.teacher import TeacherLogits
 
 
@@ -86,7 +86,7 @@ def main(argv=None):
     count = len(labels)
     rng = np.random.default_rng(1)
     rows = TeacherLogits(2.0 * rng.normal(size=(count, num_classes)).astype(np.float32), labels.astype(np.int64), {})
-    recipe = training.recipe_for(args.model, "cifar10", batch_size=args.batch_size)
+    recipe = recipes.recipe_for(args.model, "cifar10", batch_size=args.batch_size)
     build = {
         "hard labels": lambda: training.training_pipeline(data.with_hard_labels(source), recipe),
         "teacher targets": lambda: training.training_pipeline(data.with_teacher_targets(source, rows), recipe),

@@ -35,8 +35,7 @@ from keras import ops
 
 import keras_ils
 from keras_ils import data, metrics
-from keras_ils.experiments.engine import training
-from keras_ils.experiments.zoo import models
+from keras_ils.experiments.zoo import models, recipes
 
 HOST_OPS = {"PyFunc", "EagerPyFunc", "PyFuncStateless", "Print", "PrintV2", "Assert"}
 
@@ -67,7 +66,7 @@ def update_graph_ops(num_classes, batch_size, num_bins=15, sparse=False):
 
 
 def benchmark(num_classes, args, weights_by_classes):
-    batch_size = args.batch_size or training.recipe_for(args.model).batch_size
+    batch_size = args.batch_size or recipes.recipe_for(args.model).batch_size
     rng = np.random.default_rng(num_classes)
     if args.model == "mlp":
         shape = (2,)
@@ -80,7 +79,7 @@ def benchmark(num_classes, args, weights_by_classes):
     source = data.with_teacher_targets(tf.data.Dataset.from_tensor_slices((x, y)), teacher_logits)
     stacked = next(iter(source.batch(batch_size, drop_remainder=True).batch(args.batches)))
     batches = tf.data.Dataset.from_tensor_slices(stacked).repeat().prefetch(tf.data.AUTOTUNE)
-    recipe = training.recipe_for(args.model)
+    recipe = recipes.recipe_for(args.model)
 
     def student(with_metrics):
         model = models.build(args.model, num_classes, shape)
@@ -119,7 +118,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=None, help="steps per variant per round (3 images, 40 MLP)")
     args = parser.parse_args(argv)
     classes = [int(k) for k in args.num_classes.split(",")]
-    batch_size = args.batch_size or training.recipe_for(args.model).batch_size
+    batch_size = args.batch_size or recipes.recipe_for(args.model).batch_size
     shape = (2,) if args.model == "mlp" else (32, 32, 3)
 
     _common.print_header("Metric overhead: ECE, cwECE, NLL and Brier attached during fit")

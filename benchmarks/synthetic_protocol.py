@@ -42,7 +42,7 @@ import tensorflow as tf  # noqa: E402
 from keras_ils.experiments import synthetic_protocol  # noqa: E402
 from keras_ils.experiments.data import synthetic  # noqa: E402
 from keras_ils.experiments.engine import training, vectorised  # noqa: E402
-from keras_ils.experiments.zoo import models  # noqa: E402
+from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 from keras_ils.losses import ILSLoss  # noqa: E402
 from keras_ils.metrics import NegativeLogLikelihood  # noqa: E402
 from keras_ils.targets import ils_targets, teacher_targets  # noqa: E402
@@ -91,7 +91,7 @@ def run_model_fit(train, val, calibrated, configs, picks, seed):
             metrics=[NegativeLogLikelihood(from_logits=True)],
         )
         history = training.fit(
-            model, make(train.x, y_train), make(val.x, val.y), training.Recipe(), monitor="val_nll", seed=seed
+            model, make(train.x, y_train), make(val.x, val.y), recipes.Recipe(), monitor="val_nll", seed=seed
         )
         epochs += len(history.history["loss"])
     return time.perf_counter() - start, len(picks), epochs

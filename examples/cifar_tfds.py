@@ -32,7 +32,7 @@ import keras_ils  # noqa: E402
 from keras_ils import data  # noqa: E402
 from keras_ils.experiments.data import datasets  # noqa: E402
 from keras_ils.experiments.engine import training  # noqa: E402
-from keras_ils.experiments.zoo import models  # noqa: E402
+from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 from keras_ils.teacher import OnlineTeacher, compute_teacher_logits  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     splits = datasets.load_tfds(args.dataset, data_dir=args.data_dir, validation_fraction=0.1)
-    recipe = training.recipe_for(args.model, args.dataset, epochs=args.epochs, batch_size=args.batch_size)
+    recipe = recipes.recipe_for(args.model, args.dataset, epochs=args.epochs, batch_size=args.batch_size)
     strategy = tf.distribute.MirroredStrategy() if args.mirrored else tf.distribute.get_strategy()
     validation = training.evaluation_pipeline(splits.validation)
     loss = keras_ils.ILSLoss(method="ils", p1=args.p1, p2=args.p2, temperature=args.temperature)

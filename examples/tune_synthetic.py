@@ -30,7 +30,7 @@ import keras_ils  # noqa: E402
 from keras_ils import tuning  # noqa: E402
 from keras_ils.experiments.data import datasets, synthetic  # noqa: E402
 from keras_ils.experiments.engine import training  # noqa: E402
-from keras_ils.experiments.zoo import models  # noqa: E402
+from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 
 # Appendix table (tab:appendix-synthetic2), 100 replicates: accuracy, acc dense, acc sparse, CE, ECE, paper-cwECE.
 PAPER = {
@@ -56,7 +56,7 @@ def teacher(splits, validation, epochs, seed):
         loss=keras_ils.ILSLoss(method="none"),
         metrics=[keras_ils.metrics.NegativeLogLikelihood(from_logits=True)],
     )
-    training.fit(model, splits.train, splits.validation, training.recipe_for("mlp", epochs=epochs), monitor="val_nll")
+    training.fit(model, splits.train, splits.validation, recipes.recipe_for("mlp", epochs=epochs), monitor="val_nll")
     return keras_ils.calibrate(model, validation)
 
 
@@ -77,7 +77,7 @@ def main(argv=None):
     calibrated_teacher = teacher(splits, validation, epochs, args.seed)
     teacher_logits = keras_ils.compute_teacher_logits(calibrated_teacher, splits.train)  # once, for every trial
     train = training.training_pipeline(
-        keras_ils.with_teacher_targets(splits.train, teacher_logits), training.Recipe(), seed=args.seed
+        keras_ils.with_teacher_targets(splits.train, teacher_logits), recipes.Recipe(), seed=args.seed
     )
 
     rows = {}

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_ils.experiments.data import synthetic
 from keras_ils.experiments.engine import training, vectorised
-from keras_ils.experiments.zoo import models
+from keras_ils.experiments.zoo import models, recipes
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import ils_targets, teacher_targets
@@ -152,7 +152,7 @@ def test_early_stopped_validation_loss_agrees_with_the_keras_recipe_within_seed_
             metrics=[NegativeLogLikelihood(from_logits=True)],
         )
         make = lambda d: tf.data.Dataset.from_tensor_slices((d.x, d.y))  # noqa: E731
-        training.fit(model, make(train), make(val), training.Recipe(), monitor="val_nll", seed=seed)
+        training.fit(model, make(train), make(val), recipes.Recipe(), monitor="val_nll", seed=seed)
         theirs.append(_numpy_val_loss(model, val.x, val.y))
         result = vectorised.train_mlps(
             train.x[None], np.eye(3)[train.y][None], val.x[None], val.y[None], seeds=[1000 + seed]

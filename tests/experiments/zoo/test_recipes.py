@@ -2,40 +2,30 @@ import keras
 import numpy as np
 import pytest
 
-from keras_ils.experiments.engine import training
+from keras_ils.experiments.zoo import recipes
 
 
 def test_paper_recipes():
-    mlp = training.recipe_for("mlp", "synthetic")
+    mlp = recipes.recipe_for("mlp", "synthetic")
     assert (mlp.optimizer, mlp.learning_rate, mlp.epochs, mlp.patience, mlp.augment) == ("adam", 1e-2, 500, 10, False)
-    resnet = training.recipe_for("resnet110", "cifar10")
+    resnet = recipes.recipe_for("resnet110", "cifar10")
     assert (resnet.optimizer, resnet.learning_rate, resnet.momentum, resnet.weight_decay) == ("sgd", 0.1, 0.9, 1e-4)
     assert (resnet.batch_size, resnet.epochs, resnet.augment) == (128, 200, True)
-    assert not training.recipe_for("resnet20", "svhn_cropped").augment
+    assert not recipes.recipe_for("resnet20", "svhn_cropped").augment
     # step decay x0.1 at epochs 80 and 150 of 200, as the paper's ResNet schedule
     rates = [resnet.learning_rate_at(e) for e in (0, 79, 80, 149, 150, 199)]
     np.testing.assert_allclose(rates, [0.1, 0.1, 0.01, 0.01, 0.001, 0.001])
 
 
 def test_overrides():
-    recipe = training.recipe_for("mlp", epochs=7, batch_size=None)
+    recipe = recipes.recipe_for("mlp", epochs=7, batch_size=None)
     assert recipe.epochs == 7 and recipe.batch_size == 32
-
-
-def test_augmentation_keeps_shape_and_content():
-    import tensorflow as tf
-
-    image = tf.reshape(tf.range(32 * 32 * 3, dtype=tf.float32), (32, 32, 3))
-    out, label = training.augment_cifar(image, 3)
-    assert out.shape == (32, 32, 3) and label == 3
-    original = set(np.asarray(image).ravel().tolist()) | {0.0}
-    assert set(np.asarray(out).ravel().tolist()) <= original  # only crops, flips and zero padding
 
 
 def test_weight_decay_is_the_models_not_the_optimizers():
     # the recipe's weight decay is coupled L2 on the kernels, built into the model
     # (tests/experiments/zoo/test_models.py)
-    for recipe in (training.recipe_for("resnet20"), training.Recipe(optimizer="sgd", weight_decay=1e-2)):
+    for recipe in (recipes.recipe_for("resnet20"), recipes.Recipe(optimizer="sgd", weight_decay=1e-2)):
         assert recipe.weight_decay and recipe.build_optimizer().weight_decay is None
 
 
@@ -56,7 +46,7 @@ PAPER_RECIPES = {
 @pytest.mark.parametrize("model_name", sorted(PAPER_RECIPES))
 def test_each_networks_recipe_is_the_papers(model_name):
     epochs, milestones, factor, batch_size, weight_decay = PAPER_RECIPES[model_name]
-    recipe = training.recipe_for(model_name, "cifar100")
+    recipe = recipes.recipe_for(model_name, "cifar100")
     assert (recipe.optimizer, recipe.learning_rate, recipe.momentum, recipe.nesterov) == ("sgd", 0.1, 0.9, True)
     assert (recipe.epochs, recipe.milestones, recipe.decay_factor) == (epochs, milestones, factor)
     assert (recipe.batch_size, recipe.weight_decay, recipe.patience, recipe.augment) == (
@@ -75,8 +65,8 @@ def test_each_networks_recipe_is_the_papers(model_name):
 
 
 def test_the_mlp_recipe_is_unchanged():
-    recipe = training.recipe_for("mlp", "synthetic")
-    assert recipe == training.Recipe()
+    recipe = recipes.recipe_for("mlp", "synthetic")
+    assert recipe == recipes.Recipe()
     assert (recipe.optimizer, recipe.learning_rate, recipe.batch_size, recipe.epochs, recipe.patience) == (
         "adam",
         1e-2,
@@ -90,20 +80,20 @@ def test_the_mlp_recipe_is_unchanged():
 
 def test_the_distillation_student_recipe():
     # appendix, knowledge distillation: Adam 1e-2, batch 256, 150 epochs
-    recipe = training.recipe_for("alexnet", "fashion_mnist")
+    recipe = recipes.recipe_for("alexnet", "fashion_mnist")
     assert (recipe.optimizer, recipe.learning_rate, recipe.batch_size, recipe.epochs) == ("adam", 1e-2, 256, 150)
     assert recipe.weight_decay is None and not recipe.augment
-    assert training.recipe_for("alexnet", "cifar10").augment
+    assert recipes.recipe_for("alexnet", "cifar10").augment
 
 
 def test_variants_follow_their_family():
-    assert training.recipe_for("resnet20b") == training.recipe_for("resnet20")
-    assert training.recipe_for("densenet100") == training.recipe_for("densenet40")
-    assert training.recipe_for("wrn-16-4").decay_factor == 0.2
+    assert recipes.recipe_for("resnet20b") == recipes.recipe_for("resnet20")
+    assert recipes.recipe_for("densenet100") == recipes.recipe_for("densenet40")
+    assert recipes.recipe_for("wrn-16-4").decay_factor == 0.2
 
 
 def test_milestones_scale_with_an_epochs_override():
-    recipe = training.recipe_for("lenet", "cifar10", epochs=30)
+    recipe = recipes.recipe_for("lenet", "cifar10", epochs=30)
     assert recipe.milestones == (6, 12, 16)
     np.testing.assert_allclose([recipe.learning_rate_at(e) for e in (5, 6, 12, 16)], [0.1, 0.01, 0.001, 0.0001])
 
@@ -111,4 +101,4 @@ def test_milestones_scale_with_an_epochs_override():
 @pytest.mark.parametrize("name", ["vgg16", "resnet", "resnetsd", "wrn-34", ""])
 def test_unknown_model_has_no_recipe(name):
     with pytest.raises(ValueError, match="Invalid value for argument `model`"):
-        training.recipe_for(name, "cifar10")
+        recipes.recipe_for(name, "cifar10")
