@@ -164,8 +164,52 @@ def y_true_kind(y_true, num_classes, y_pred_rank=None):
 
 
 def split_teacher_targets(y_true, num_classes):
-    """The one reader of the teacher layout: `(one_hot [..., K], teacher_logits [..., K])`."""
-    return y_true[..., :num_classes], y_true[..., num_classes:]
+    """The one reader of the teacher layout: `(one_hot [..., K], teacher_logits [..., K])`, its first half checked.
+
+    A `[batch, 2K]` `y_true` is read as teacher targets; `check_one_hot`
+    refuses one whose first K columns are not one-hot (a 2K-class one-hot
+    `y_true` given to a K-class model, say), which would otherwise train on
+    garbage.
+    """
+    one_hot = check_one_hot(y_true[..., :num_classes])
+    return one_hot, y_true[..., num_classes:]
+
+
+def check_one_hot(one_hot):
+    """`one_hot`, checked to be one-hot rows (entries 0 or 1, one 1 per row): the first half of teacher targets.
+
+    Eager values raise `ValueError`, and so does a JAX trace when its step
+    runs (see `_check`). In a TensorFlow graph the check is a
+    `tf.debugging` assertion with the same message, which `tf.function`
+    runs; XLA (TensorFlow's `jit_compile`) drops assertions, so there the
+    returned columns are also made NaN when the check fails: the loss is
+    NaN (which Keras reports and `keras.callbacks.TerminateOnNaN` stops on)
+    rather than a silent training on garbage.
+    """
+    num_classes = one_hot.shape[-1]
+    message = (
+        f"Invalid value for argument `y_true`. A y_true of {2 * num_classes} columns for a {num_classes}-class output "
+        f"is read as teacher targets from `keras_ils.teacher_targets`: {num_classes} one-hot columns, then "
+        f"{num_classes} teacher logits; its first {num_classes} columns must be one-hot (entries 0 or 1, one 1 per "
+        f"row). One-hot labels for this output have {num_classes} columns."
+    )
+    xp = np if isinstance(one_hot, np.ndarray) else ops
+    binary = xp.logical_or(xp.equal(one_hot, 0), xp.equal(one_hot, 1))
+    sums = xp.sum(one_hot, axis=-1)
+    if _in_tensorflow_graph():
+        import tensorflow as tf
+
+        one_hot_rows = tf.logical_and(tf.reduce_all(binary), tf.reduce_all(tf.equal(sums, 1)))
+        with tf.control_dependencies([tf.debugging.assert_equal(one_hot_rows, True, message=message)]):
+            return one_hot + tf.where(one_hot_rows, tf.zeros((), one_hot.dtype), tf.constant(np.nan, one_hot.dtype))
+
+    def raise_error(values):
+        rows = values.reshape(-1, num_classes)
+        bad = rows[~(np.isin(rows, (0, 1)).all(axis=-1) & (rows.sum(axis=-1) == 1))]
+        raise ValueError(f"{message} Received: first halves such as {bad[:3].tolist()}")
+
+    _check(xp.logical_not(xp.logical_and(xp.all(binary), xp.all(xp.equal(sums, 1)))), raise_error, one_hot)
+    return one_hot
 
 
 def hard_labels(y_true, num_classes, y_pred_rank=None):

@@ -89,3 +89,81 @@ def test_hard_label_map_refuses_fractional_labels_without_num_classes():
     ds = data.with_hard_labels(tf.data.Dataset.from_tensor_slices((np.zeros((2, 1)), [1.0, 1.5])))
     with pytest.raises(tf.errors.InvalidArgumentError, match="whole numbers"):
         list(ds)
+
+
+class TestTeacherTargetsFirstHalf:
+    """A `[batch, 2K]` y_true is read as teacher targets only when its first K columns are one-hot."""
+
+    K = 3
+
+    def _six_class_one_hot(self):
+        return np.eye(2 * self.K, dtype="float32")[[0, 4, 2, 5]]  # a 6-class one-hot y_true, for a 3-class model
+
+    @pytest.mark.parametrize(
+        "first_half",
+        [
+            [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]],  # no class
+            [[1.0, 1.0, 0.0], [0.0, 1.0, 0.0]],  # two classes
+            [[0.9, 0.05, 0.05], [0.0, 1.0, 0.0]],  # soft
+            [[2.0, -1.0, 0.0], [0.0, 1.0, 0.0]],  # sums to 1, not 0/1
+        ],
+    )
+    def test_eager_refusal_says_what_was_expected_and_received(self, first_half):
+        y = np.concatenate([np.array(first_half, "float32"), np.zeros((2, self.K), "float32")], axis=1)
+        with pytest.raises(ValueError, match=r"Invalid value for argument `y_true`.*keras_ils.teacher_targets") as info:
+            _labels.split_teacher_targets(y, self.K)
+        assert "3 one-hot columns, then 3 teacher logits" in str(info.value)
+        assert str(np.array(first_half[0], "float32").tolist()) in str(info.value)  # the received row
+
+    def test_loss_and_hard_labels_refuse_a_wider_one_hot(self, rng):
+        from keras_ils import ILSLoss
+
+        logits = rng.normal(size=(4, self.K)).astype("float32")
+        with pytest.raises(ValueError, match="first 3 columns must be one-hot"):
+            ILSLoss(method="ils")(self._six_class_one_hot(), logits)
+        with pytest.raises(ValueError, match="first 3 columns must be one-hot"):
+            _labels.hard_labels(self._six_class_one_hot(), self.K, 2)
+
+    def test_teacher_targets_pass(self, rng):
+        labels, logits = rng.integers(0, self.K, 16), 5.0 * rng.normal(size=(16, self.K))
+        one_hot, teacher = _labels.split_teacher_targets(_np(teacher_targets(labels, logits)), self.K)
+        np.testing.assert_array_equal(_np(one_hot), np.eye(self.K)[labels])
+        np.testing.assert_allclose(_np(teacher), logits, rtol=1e-6)
+
+    def test_compiled_training_step_refuses_and_accepts(self, rng):
+        """Keras' compiled step: a TensorFlow graph (`tf.function`) or a JAX trace (`jax.jit`)."""
+        import keras
+
+        from keras_ils import ILSLoss
+
+        x = rng.normal(size=(4, self.K)).astype("float32")
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((self.K,)), keras.layers.Dense(self.K)])
+        jit_compile = keras.backend.backend() != "tensorflow"  # XLA drops TensorFlow's assertions: see below
+        model.compile(loss=ILSLoss(method="none"), optimizer="sgd", jit_compile=jit_compile)
+        good = _np(teacher_targets([0, 1, 2, 0], rng.normal(size=(4, self.K))))
+        want = keras.losses.CategoricalCrossentropy(from_logits=True)(good[:, : self.K], model.predict(x, verbose=0))
+        assert model.evaluate(x, good, verbose=0) == pytest.approx(float(want), rel=1e-5)
+        with pytest.raises(Exception, match="first 3 columns must be one-hot"):
+            model.evaluate(x, self._six_class_one_hot(), verbose=0)
+
+    @pytest.mark.tensorflow_only
+    def test_graph_assertion_fires(self):
+        @tf.function
+        def split(y):
+            return _labels.split_teacher_targets(y, 3)[0]
+
+        np.testing.assert_array_equal(split(tf.constant(np.eye(6, dtype="float32")[[0, 2]])).numpy(), np.eye(3)[[0, 2]])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="first 3 columns must be one-hot"):
+            split(tf.constant(self._six_class_one_hot()))
+
+    @pytest.mark.tensorflow_only
+    def test_under_xla_the_loss_is_nan_not_garbage(self, rng):
+        from keras_ils import ILSLoss
+
+        loss = ILSLoss(method="ils")
+        logits = tf.constant(rng.normal(size=(4, self.K)).astype("float32"))
+        compiled = tf.function(lambda y: loss(y, logits), jit_compile=True)
+        assert np.isnan(compiled(tf.constant(self._six_class_one_hot())).numpy())
+        good = teacher_targets([0, 1, 2, 0], rng.normal(size=(4, self.K)))
+        np.testing.assert_allclose(compiled(good).numpy(), loss(good, logits).numpy(), rtol=1e-6)

@@ -17,7 +17,7 @@ every Keras backend.
 """
 
 from keras_ils.calibration.maps import DirichletCalibration, MatrixScaling, VectorScaling
-from keras_ils.calibration.model import METHODS, calibrate
+from keras_ils.calibration.model import LAYERS, METHODS, calibrate
 from keras_ils.calibration.solvers import CalibratorFit, CalibratorFitWarning, fit_calibrator
 from keras_ils.calibration.temperature import (
     ESTIMATORS,
@@ -31,6 +31,7 @@ from keras_ils.calibration.temperature import (
 
 __all__ = [
     "ESTIMATORS",
+    "LAYERS",
     "METHODS",
     "CalibratorFit",
     "CalibratorFitWarning",

@@ -29,7 +29,9 @@ the calibration set; the defaults (`0.01` each) are a weak regularisation.
 
 With `from_logits=False` a layer takes and returns probabilities: it reads
 `log(p)` (clipped at `keras.config.epsilon()`) as its input, so matrix scaling
-of probabilities is Dirichlet calibration.
+of probabilities is Dirichlet calibration. Every layer computes in float32
+under any global dtype policy (its `dtype` defaults to `"float32"` and its
+input is cast to it), so mixed precision never rounds a calibrated output.
 
 A fit that did not converge, whose map separates the validation set, or whose
 map is extreme (a parameter beyond `EXTREME_PARAMETER` in size) issues a
@@ -44,6 +46,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils._checks import number_in
+from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 
 __all__ = ["DEFAULT_ODIR", "LAYERS", "DirichletCalibration", "MatrixScaling", "VectorScaling"]
 
@@ -67,7 +70,7 @@ class _CalibrationMap(keras.layers.Layer):
     _log_probabilities = False  # True: the map reads log_softmax(logits)
 
     def __init__(self, from_logits: bool = True, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(**float32_by_default(kwargs))
         self.from_logits = bool(from_logits)
 
     def _num_classes(self, input_shape):
@@ -80,6 +83,7 @@ class _CalibrationMap(keras.layers.Layer):
         return num_classes
 
     def call(self, inputs):
+        inputs = to_compute_dtype(self, inputs)
         if not self.from_logits:
             features = ops.log(ops.clip(inputs, keras.config.epsilon(), 1.0))
         elif self._log_probabilities:
@@ -108,7 +112,8 @@ class VectorScaling(_CalibrationMap):
     Args:
         from_logits: whether the inputs are logits (else probabilities).
             Defaults to `True`.
-        **kwargs: base layer arguments; `trainable=False` fixes the map.
+        **kwargs: base layer arguments; `trainable=False` fixes the map;
+            `dtype` defaults to `"float32"`.
 
     Call arguments:
         inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
@@ -186,7 +191,8 @@ class MatrixScaling(_ODIRMap):
         intercept_l2: ODIR's weight on `bias`, `>= 0`. Defaults to `0.01`.
         from_logits: whether the inputs are logits (else probabilities).
             Defaults to `True`.
-        **kwargs: base layer arguments; `trainable=False` fixes the map.
+        **kwargs: base layer arguments; `trainable=False` fixes the map;
+            `dtype` defaults to `"float32"`.
 
     Call arguments:
         inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
@@ -223,7 +229,8 @@ class DirichletCalibration(_ODIRMap):
         intercept_l2: ODIR's weight on `bias`, `>= 0`. Defaults to `0.01`.
         from_logits: whether the inputs are logits (else probabilities).
             Defaults to `True`.
-        **kwargs: base layer arguments; `trainable=False` fixes the map.
+        **kwargs: base layer arguments; `trainable=False` fixes the map;
+            `dtype` defaults to `"float32"`.
 
     Call arguments:
         inputs: `[..., K]` logits (or probabilities with `from_logits=False`).

@@ -6,13 +6,14 @@ import keras
 import numpy as np
 
 from keras_ils._checks import invalid, odir_refused
-from keras_ils.calibration import solvers
+from keras_ils.calibration import maps, solvers
 from keras_ils.calibration.temperature import DEFAULT_PRIOR_SCALE, TemperatureScaling, _estimate, _warn
 from keras_ils.data import predict_with_labels
 
-__all__ = ["METHODS", "calibrate"]
+__all__ = ["LAYERS", "METHODS", "calibrate"]
 
 METHODS = ("temperature", *solvers.METHODS)
+LAYERS = {"temperature": TemperatureScaling, **maps.LAYERS}  # each method's layer class
 
 
 def calibrate(
@@ -70,7 +71,7 @@ def calibrate(
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2)
     if method == "temperature" and any(value is not None for value in odir.values()):
         raise odir_refused(method)
-    outputs, y = predict_with_labels(model, validation_data)
+    outputs, y = _predict(model, validation_data)
     if method != "temperature":
         odir = {name: value for name, value in odir.items() if value is not None}  # refused for "vector"
         layer, fit = solvers.fit_calibrator(method, outputs, y, from_logits=from_logits, return_fit=True, **odir)
@@ -85,13 +86,51 @@ def calibrate(
     return (calibrated, fit) if return_fit else calibrated
 
 
-def _followed_by(model, scaling):
-    """A new model: `model`, then the `scaling` layer."""
+def _predict(model, validation_data):
+    """`(outputs, labels)` of `model` on `validation_data`, refusing empty data with one line naming the argument."""
+    if isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
+        lengths = {len(leaf) for leaf in keras.tree.flatten(validation_data) if np.ndim(leaf)}
+        if 0 in lengths:
+            raise _empty("a tuple (x, y) of 0 examples")
+    try:
+        return predict_with_labels(model, validation_data)
+    except ValueError as error:
+        if str(error) == "Argument `data` is empty.":  # a dataset or iterable that yields no batch
+            raise _empty(f"a {type(validation_data).__name__} that yields no batch") from None
+        raise
+
+
+def _empty(received: str) -> ValueError:
+    return ValueError(
+        "Invalid value for argument `validation_data`. Expected at least one (x, y) example to fit the calibration "
+        f"map on. Received: {received}"
+    )
+
+
+def _followed_by(model, layer):
+    """A new model: `model`, then the calibration `layer`; its inputs have the structure of `model`'s.
+
+    A model with one input gives a model whose input is one tensor (not a
+    one-element list), whatever structure `model` itself was built with, so
+    the calibrated model is called, exported and served with a plain tensor
+    (`model.export`'s `serve(x)`, `keras.layers.TFSMLayer`) and never warns
+    that the structure of its inputs does not match. Several inputs keep
+    `model`'s list or dict (dict keys stay the input names).
+    """
     name = f"{model.name}_calibrated"
     try:
-        model_inputs = model.inputs
+        flat = model.inputs
     except (AttributeError, ValueError):  # a subclassed model has no symbolic inputs
-        return keras.Sequential([model, scaling], name=name)
-    inputs = [keras.Input(shape=t.shape[1:], dtype=t.dtype) for t in model_inputs]
-    outputs = scaling(model(inputs[0] if len(inputs) == 1 else inputs))
-    return keras.Model(inputs, outputs, name=name)
+        return keras.Sequential([model, layer], name=name)
+    try:
+        structure = model.input  # a functional model's own structure: a tensor, a list or a dict
+    except (AttributeError, ValueError):  # a Sequential model that was never called: one input
+        structure = flat[0] if len(flat) == 1 else flat
+    keep_names = isinstance(structure, dict)
+    inputs = keras.tree.map_structure(
+        lambda t: keras.Input(shape=t.shape[1:], dtype=t.dtype, sparse=t.sparse, name=t.name if keep_names else None),
+        structure,
+    )
+    outputs = layer(model(inputs))
+    flat_inputs = keras.tree.flatten(inputs)
+    return keras.Model(flat_inputs[0] if len(flat_inputs) == 1 else inputs, outputs, name=name)

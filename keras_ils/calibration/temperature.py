@@ -27,6 +27,7 @@ __all__ = [
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, positive
+from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -34,13 +35,16 @@ class TemperatureScaling(keras.layers.Layer):
     """Divides logits by a temperature `T` (Guo et al., 2017).
 
     With `from_logits=False` the layer takes and returns probabilities:
-    `softmax(log(p) / T)`.
+    `softmax(log(p) / T)`. The layer computes in float32 under any global
+    dtype policy (unless given another `dtype`): its input is cast to
+    float32, so rounding never changes the argmax under mixed precision.
 
     Args:
         temperature: initial (or fixed) temperature, `> 0`. Defaults to `1.0`.
         from_logits: whether the inputs are logits (else probabilities).
             Defaults to `True`.
-        **kwargs: base layer arguments; `trainable=False` fixes `T`.
+        **kwargs: base layer arguments; `trainable=False` fixes `T`;
+            `dtype` defaults to `"float32"`.
 
     Call arguments:
         inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
@@ -62,7 +66,7 @@ class TemperatureScaling(keras.layers.Layer):
     """
 
     def __init__(self, temperature: float = 1.0, from_logits: bool = True, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(**float32_by_default(kwargs))
         positive("temperature", temperature)
         self.initial_temperature = float(temperature)
         self.from_logits = bool(from_logits)
@@ -76,6 +80,7 @@ class TemperatureScaling(keras.layers.Layer):
         )
 
     def call(self, inputs):
+        inputs = to_compute_dtype(self, inputs)
         temperature = ops.maximum(ops.cast(self.temperature, inputs.dtype), keras.config.epsilon())
         if self.from_logits:
             return inputs / temperature
@@ -245,6 +250,16 @@ def fit_temperatures(
     integer_at_least("iterations", iterations, 1)
     logits = np.asarray(logits, np.float64)
     labels = np.asarray(labels, np.int64)
+    if logits.ndim != 3 or 0 in logits.shape[:2] or logits.shape[2] < 2:
+        raise ValueError(f"Argument `logits` must have shape [M >= 1, n >= 1, K >= 2]. Received shape: {logits.shape}")
+    try:
+        labels = np.broadcast_to(labels, logits.shape[:2])
+    except ValueError:
+        raise ValueError(
+            f"Argument `labels` must have shape [M, n] = {logits.shape[:2]} (or broadcast to it). "
+            f"Received shape: {labels.shape}"
+        ) from None
+    _labels.check_labels_in_range(labels, logits.shape[2])
     true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
     return _solve(_class_major(logits), true_logits, estimator, prior_scale, low, high, iterations)
 
