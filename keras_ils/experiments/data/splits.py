@@ -1,0 +1,133 @@
+"""`Splits`, the loaders' result, and the split machinery: the stratified split, its checks, the standardisation."""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from keras_ils._checks import number_in
+
+DEFAULT_VALIDATION_FRACTION = 0.2
+MIN_VALIDATION_PER_CLASS = 5
+
+
+class Splits(NamedTuple):
+    train: tf.data.Dataset
+    validation: tf.data.Dataset
+    test: tf.data.Dataset
+    num_classes: int
+    input_shape: tuple
+    name: str
+    test_groups: dict  # {name: boolean mask over the test set}, e.g. the synthetic dense/sparse split
+
+    @property
+    def is_image(self) -> bool:
+        return len(self.input_shape) == 3
+
+
+class SmallValidationWarning(UserWarning):
+    """A class with fewer than `MIN_VALIDATION_PER_CLASS` validation examples."""
+
+
+def _check_fraction(validation_fraction):
+    number_in("validation_fraction", validation_fraction, 0, 1, low_open=True, high_open=True)
+
+
+def _check_num_classes(num_classes):
+    if num_classes is None:
+        return
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
+        raise ValueError(
+            "Invalid value for argument `num_classes`. Expected an integer >= 2 or None (read from the labels). "
+            f"Received: num_classes={num_classes!r}"
+        )
+
+
+def _check_known_classes(source, known, num_classes):
+    if num_classes is not None and num_classes != known:
+        raise ValueError(
+            f"Invalid value for argument `num_classes`. Expected {known}: {source} has {known} classes. "
+            f"Received: num_classes={num_classes!r}"
+        )
+
+
+def _standardise(x_train, *others):
+    """Centres and scales every feature (channel, for images) by the training split's mean and standard deviation.
+
+    A feature constant in the training split is only centred (scale 1, as
+    scikit-learn's `StandardScaler` does): dividing by its zero spread would
+    blow a value it takes elsewhere (a pixel that is blank in every training
+    digit but one test digit) up to ~1e7 and the test NLL with it.
+
+    Example:
+
+    >>> train, test = _standardise(np.array([[0.0, 1.0], [2.0, 1.0]]), np.array([[1.0, 3.0]]))
+    >>> train.tolist(), test.tolist()
+    ([[-1.0, 0.0], [1.0, 0.0]], [[0.0, 2.0]])
+    """
+    axes = tuple(range(x_train.ndim - 1))
+    mean, std = x_train.mean(axis=axes), x_train.std(axis=axes)
+    scale = np.where(std > 1e-12 * np.maximum(np.abs(mean), 1.0), std, 1.0)
+    return [((x - mean) / scale).astype(np.float32) for x in (x_train, *others)]
+
+
+def _class_list(counts, classes, limit=8):
+    """'class 2 (3), class 5 (1)' for the first `limit` classes, then '... and N more'."""
+    shown = ", ".join(f"class {c} ({int(counts[c])})" for c in classes[:limit])
+    return shown + (f" and {len(classes) - limit} more" if len(classes) > limit else "")
+
+
+def _check_split(source, train_counts, validation_counts, advice):
+    """Every class in training and validation (else ValueError), >= 5 validation examples (else UserWarning)."""
+    for counts, split in ((train_counts, "training"), (validation_counts, "validation")):
+        absent = np.flatnonzero(counts == 0)
+        if len(absent):
+            c, others = int(absent[0]), absent[1:].tolist()
+            more = f", nor of classes {others[:8]}{' ...' if len(others) > 8 else ''}" if others else ""
+            raise ValueError(
+                f"{source}: the {split} split has no example of class {c} (training {int(train_counts[c])}, "
+                f"validation {int(validation_counts[c])}){more}. The teacher's temperature T* and the model "
+                "selection need every class in both splits." + (f" {advice}" if split == "validation" else "")
+            )
+    few = np.flatnonzero(validation_counts < MIN_VALIDATION_PER_CLASS)
+    if len(few):
+        warnings.warn(
+            f"{source}: the validation split has fewer than {MIN_VALIDATION_PER_CLASS} examples of "
+            f"{_class_list(validation_counts, few)}. The teacher's temperature T*, each model's best epoch and "
+            "the hyperparameter choice rest on that many examples of those classes, so expect noisy "
+            f"calibration for them. {advice}",
+            SmallValidationWarning,
+            stacklevel=3,
+        )
+
+
+def _stratified_split(y, num_classes, validation_fraction, seed):
+    """`(train_rows, validation_rows)`: a seeded permutation of each class, its share in proportion.
+
+    The validation split holds about `round(validation_fraction * len(y))`
+    examples (more where the minimum of one per class needs them, fewer where
+    the classes have no room to give more: never all of a class), shared among
+    the classes in proportion to their counts (largest remainders): at least
+    one of every class with two or more examples, never all of a class.
+    """
+    counts = np.bincount(y, minlength=num_classes)
+    quota = validation_fraction * counts
+    take = np.where(counts >= 2, np.maximum(np.floor(quota), 1), 0).astype(int)
+    room = take < counts - 1  # the classes that can give one more
+    remaining = int(round(validation_fraction * len(y))) - take.sum()
+    if remaining > 0:
+        order = [c for c in np.argsort(-(quota - take), kind="stable") if room[c]]
+        take[order[:remaining]] += 1
+    rng = np.random.default_rng(seed)
+    train_rows, validation_rows = [], []
+    for c, rows in enumerate(np.split(np.argsort(y, kind="stable"), np.cumsum(counts)[:-1])):
+        rows = rng.permutation(rows)
+        validation_rows.append(rows[: take[c]])
+        train_rows.append(rows[take[c] :])
+    return rng.permutation(np.concatenate(train_rows)), rng.permutation(np.concatenate(validation_rows))
+
+
+__all__ = ["DEFAULT_VALIDATION_FRACTION", "MIN_VALIDATION_PER_CLASS", "SmallValidationWarning", "Splits"]
