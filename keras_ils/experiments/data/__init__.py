@@ -1,1 +1,17 @@
-"""The paper's data: datasets by name for the command (`datasets`) and the synthetic task (`synthetic`)."""
+"""The paper's data: datasets by name for the command and the synthetic task.
+
+| module        | what it holds                                                                    |
+|---------------|----------------------------------------------------------------------------------|
+| `datasets`    | `load(spec)`: `"synthetic"`, `"tfds:NAME"` or a `.npz`; `load_synthetic`          |
+| `npz`         | `load_npz`: a user's `.npz`, read and checked array by array                     |
+| `tfds_loader` | `load_tfds`: a tensorflow-datasets dataset with a validation split               |
+| `splits`      | `Splits`, the stratified split and its checks, the standardisation               |
+| `synthetic`   | the synthetic task of the paper's §3: `make_dataset`, the Bayes-optimal model    |
+"""
+
+from keras_ils.experiments.data.datasets import load, load_synthetic
+from keras_ils.experiments.data.npz import load_npz
+from keras_ils.experiments.data.splits import SmallValidationWarning, Splits
+from keras_ils.experiments.data.tfds_loader import load_tfds
+
+__all__ = ["SmallValidationWarning", "Splits", "load", "load_npz", "load_synthetic", "load_tfds"]

@@ -35,9 +35,9 @@ from keras_ils.experiments.data.splits import (
     MIN_VALIDATION_PER_CLASS,
     SmallValidationWarning,
     Splits,
-    _check_fraction,
-    _check_known_classes,
-    _check_num_classes,
+    check_fraction,
+    check_known_classes,
+    check_num_classes,
 )
 from keras_ils.experiments.data.tfds_loader import load_tfds
 
@@ -84,15 +84,15 @@ def load(
     >>> load("synthetic").name
     'synthetic'
     """
-    _check_num_classes(num_classes)
+    check_num_classes(num_classes)
     if not spec.startswith("tfds:") and (validation_size is not None or tuple(train_splits) != ("train",)):
         raise ValueError(
             f"`validation_size` and `train_splits` apply to tfds datasets only. Received: validation_size="
             f"{validation_size!r}, train_splits={train_splits!r} for dataset {spec!r}"
         )
     if spec == "synthetic":
-        _check_fraction(validation_fraction)
-        _check_known_classes("the synthetic task", synthetic.NUM_CLASSES, num_classes)
+        check_fraction(validation_fraction)
+        check_known_classes("the synthetic task", synthetic.NUM_CLASSES, num_classes)
         return load_synthetic(seed=seed)
     if spec.startswith("tfds:"):
         return load_tfds(

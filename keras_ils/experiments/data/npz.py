@@ -12,11 +12,11 @@ import tensorflow as tf
 from keras_ils.experiments.data.splits import (
     DEFAULT_VALIDATION_FRACTION,
     Splits,
-    _check_fraction,
-    _check_num_classes,
-    _check_split,
-    _standardise,
-    _stratified_split,
+    check_fraction,
+    check_num_classes,
+    check_split,
+    standardise,
+    stratified_split,
 )
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -146,8 +146,8 @@ def load_npz(
     >>> [int(d.cardinality()) for d in (splits.train, splits.validation, splits.test)], splits.num_classes
     ([80, 20, 20], 4)
     """
-    _check_fraction(validation_fraction)
-    _check_num_classes(num_classes)
+    check_fraction(validation_fraction)
+    check_num_classes(num_classes)
     x_train, y_train, x_test, y_test = _read_npz(path)
     for x, y, split in ((x_train, y_train, "train"), (x_test, y_test, "test")):
         _check_features(x, f"x_{split}", path)
@@ -188,14 +188,14 @@ def load_npz(
         )
     if x_train.ndim == 3:  # grey images without a channel axis
         x_train, x_test = x_train[..., None], x_test[..., None]
-    train_rows, validation_rows = _stratified_split(y_train, num_classes, validation_fraction, seed)
-    _check_split(
+    train_rows, validation_rows = stratified_split(y_train, num_classes, validation_fraction, seed)
+    check_split(
         path,
         np.bincount(y_train[train_rows], minlength=num_classes),
         np.bincount(y_train[validation_rows], minlength=num_classes),
         "Give each class more examples in y_train, or a larger validation fraction.",
     )
-    x_train, x_validation, x_test = _standardise(x_train[train_rows], x_train[validation_rows], x_test)
+    x_train, x_validation, x_test = standardise(x_train[train_rows], x_train[validation_rows], x_test)
     make = lambda x, y: tf.data.Dataset.from_tensor_slices((x, y.astype(np.int32)))  # noqa: E731
     return Splits(
         make(x_train, y_train[train_rows]),

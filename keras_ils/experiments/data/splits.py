@@ -15,6 +15,19 @@ MIN_VALIDATION_PER_CLASS = 5
 
 
 class Splits(NamedTuple):
+    """What every loader returns: unbatched `(x, y)` datasets in a fixed order and what they hold.
+
+    Attributes:
+        train, validation, test: unbatched `(x, y)` datasets, features
+            float32 (standardised with the training split's statistics),
+            labels int32.
+        num_classes: `K`.
+        input_shape: one example's feature shape, e.g. `(2,)` or `(32, 32, 3)`.
+        name: the dataset's name (`"synthetic"`, the tfds name, the file's name).
+        test_groups: `{name: boolean mask over the test set}`, e.g. the
+            synthetic task's dense and sparse regions; `{}` for most data.
+    """
+
     train: tf.data.Dataset
     validation: tf.data.Dataset
     test: tf.data.Dataset
@@ -25,6 +38,7 @@ class Splits(NamedTuple):
 
     @property
     def is_image(self) -> bool:
+        """Whether the examples are images (`[height, width, channels]`)."""
         return len(self.input_shape) == 3
 
 
@@ -32,11 +46,13 @@ class SmallValidationWarning(UserWarning):
     """A class with fewer than `MIN_VALIDATION_PER_CLASS` validation examples."""
 
 
-def _check_fraction(validation_fraction):
+def check_fraction(validation_fraction: float) -> None:
+    """`validation_fraction` must be a float in (0, 1) (a `ValueError` naming it otherwise)."""
     number_in("validation_fraction", validation_fraction, 0, 1, low_open=True, high_open=True)
 
 
-def _check_num_classes(num_classes):
+def check_num_classes(num_classes: int | None) -> None:
+    """`num_classes` must be `None` (read from the labels) or an int >= 2."""
     if num_classes is None:
         return
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
@@ -46,7 +62,8 @@ def _check_num_classes(num_classes):
         )
 
 
-def _check_known_classes(source, known, num_classes):
+def check_known_classes(source: str, known: int, num_classes: int | None) -> None:
+    """`num_classes`, when given, must equal the `known` class count of `source` (a dataset's name)."""
     if num_classes is not None and num_classes != known:
         raise ValueError(
             f"Invalid value for argument `num_classes`. Expected {known}: {source} has {known} classes. "
@@ -54,7 +71,7 @@ def _check_known_classes(source, known, num_classes):
         )
 
 
-def _standardise(x_train, *others):
+def standardise(x_train, *others):
     """Centres and scales every feature (channel, for images) by the training split's mean and standard deviation.
 
     A feature constant in the training split is only centred (scale 1, as
@@ -64,7 +81,7 @@ def _standardise(x_train, *others):
 
     Example:
 
-    >>> train, test = _standardise(np.array([[0.0, 1.0], [2.0, 1.0]]), np.array([[1.0, 3.0]]))
+    >>> train, test = standardise(np.array([[0.0, 1.0], [2.0, 1.0]]), np.array([[1.0, 3.0]]))
     >>> train.tolist(), test.tolist()
     ([[-1.0, 0.0], [1.0, 0.0]], [[0.0, 2.0]])
     """
@@ -80,8 +97,25 @@ def _class_list(counts, classes, limit=8):
     return shown + (f" and {len(classes) - limit} more" if len(classes) > limit else "")
 
 
-def _check_split(source, train_counts, validation_counts, advice):
-    """Every class in training and validation (else ValueError), >= 5 validation examples (else UserWarning)."""
+def check_split(source: str, train_counts, validation_counts, advice: str) -> None:
+    """Every class in training and validation (else ValueError), >= 5 validation examples (else UserWarning).
+
+    Args:
+        source: the dataset's name in the messages.
+        train_counts, validation_counts: `[K]` examples per class in each split.
+        advice: what the user can do, appended to the messages.
+
+    Raises:
+        ValueError: a class with no training or no validation example.
+
+    Example:
+
+    >>> check_split("d.npz", np.array([4, 3]), np.array([2, 0]), "More data helps.")
+    Traceback (most recent call last):
+    ...
+    ValueError: d.npz: the validation split has no example of class 1 (training 3, validation 0). The teacher's \
+temperature T* and the model selection need every class in both splits. More data helps.
+    """
     for counts, split in ((train_counts, "training"), (validation_counts, "validation")):
         absent = np.flatnonzero(counts == 0)
         if len(absent):
@@ -104,7 +138,7 @@ def _check_split(source, train_counts, validation_counts, advice):
         )
 
 
-def _stratified_split(y, num_classes, validation_fraction, seed):
+def stratified_split(y, num_classes: int, validation_fraction: float, seed: int) -> tuple:
     """`(train_rows, validation_rows)`: a seeded permutation of each class, its share in proportion.
 
     The validation split holds about `round(validation_fraction * len(y))`
@@ -112,6 +146,13 @@ def _stratified_split(y, num_classes, validation_fraction, seed):
     the classes have no room to give more: never all of a class), shared among
     the classes in proportion to their counts (largest remainders): at least
     one of every class with two or more examples, never all of a class.
+
+    Example:
+
+    >>> y = np.array([0] * 8 + [1] * 2)
+    >>> train_rows, validation_rows = stratified_split(y, 2, 0.2, seed=0)
+    >>> np.bincount(y[validation_rows]).tolist(), len(train_rows)
+    ([1, 1], 8)
     """
     counts = np.bincount(y, minlength=num_classes)
     quota = validation_fraction * counts
@@ -130,4 +171,15 @@ def _stratified_split(y, num_classes, validation_fraction, seed):
     return rng.permutation(np.concatenate(train_rows)), rng.permutation(np.concatenate(validation_rows))
 
 
-__all__ = ["DEFAULT_VALIDATION_FRACTION", "MIN_VALIDATION_PER_CLASS", "SmallValidationWarning", "Splits"]
+__all__ = [
+    "DEFAULT_VALIDATION_FRACTION",
+    "MIN_VALIDATION_PER_CLASS",
+    "SmallValidationWarning",
+    "Splits",
+    "check_fraction",
+    "check_known_classes",
+    "check_num_classes",
+    "check_split",
+    "standardise",
+    "stratified_split",
+]

@@ -90,3 +90,14 @@ def bayes_probabilities(x) -> np.ndarray:
     (array([[0.032, 0.032, 0.936]]), 1.0)
     """
     return np.exp(bayes_logits(x))
+
+
+__all__ = [
+    "COMPONENT_MEANS",
+    "DENSE_WEIGHT",
+    "NUM_CLASSES",
+    "SyntheticData",
+    "bayes_logits",
+    "bayes_probabilities",
+    "make_dataset",
+]

@@ -9,10 +9,10 @@ from keras_ils._checks import integer_at_least, invalid
 from keras_ils.experiments.data.splits import (
     DEFAULT_VALIDATION_FRACTION,
     Splits,
-    _check_fraction,
-    _check_known_classes,
-    _check_num_classes,
-    _check_split,
+    check_fraction,
+    check_known_classes,
+    check_num_classes,
+    check_split,
 )
 
 
@@ -33,7 +33,7 @@ def _tfds_split_strings(validation_fraction, validation_size, train_splits):
         return "+".join([*rest, f"{last}[:-{validation_size}]"]), f"{last}[-{validation_size}:]"
     if rest:
         raise invalid("validation_size", "a count of validation examples when more than one split trains", None)
-    _check_fraction(validation_fraction)
+    check_fraction(validation_fraction)
     percent = validation_fraction * 100
     if abs(percent - round(percent)) > 1e-9:
         raise ValueError(
@@ -71,7 +71,7 @@ def load_tfds(
     """
     import tensorflow_datasets as tfds
 
-    _check_num_classes(num_classes)
+    check_num_classes(num_classes)
     training_split, validation_split = _tfds_split_strings(validation_fraction, validation_size, train_splits)
     try:
         builder = tfds.builder(name, data_dir=data_dir)
@@ -81,7 +81,7 @@ def load_tfds(
     if info.supervised_keys is None or "label" not in info.features:
         raise ValueError(f"tfds:{name} has no labels (no supervised keys); it cannot train a classifier.")
     known_classes = int(info.features["label"].num_classes)
-    _check_known_classes(f"tfds:{name}", known_classes, num_classes)
+    check_known_classes(f"tfds:{name}", known_classes, num_classes)
     train, validation, test = tfds.load(
         name,
         split=[training_split, validation_split, "test"],
@@ -114,7 +114,7 @@ def load_tfds(
             "Invalid value for argument `validation_size`. Expected at most the examples of the last training split. "
             f"Received: validation_size={validation_size} ({source} has {validation_counts.sum()})"
         )
-    _check_split(source, train_counts, validation_counts, "A larger validation fraction may help.")
+    check_split(source, train_counts, validation_counts, "A larger validation fraction may help.")
     mean = (total / count).astype(np.float32)
     std = (np.sqrt(np.maximum(squares / count - (total / count) ** 2, 0)) + 1e-7).astype(np.float32)
     standardise = lambda x, y: ((x - mean) / std, y)  # noqa: E731
