@@ -195,7 +195,9 @@ def load_npz(
         np.bincount(y_train[validation_rows], minlength=num_classes),
         "Give each class more examples in y_train, or a larger validation fraction.",
     )
-    x_train, x_validation, x_test = standardise(x_train[train_rows], x_train[validation_rows], x_test)
+    x_train, x_validation, x_test = standardise(
+        x_train[train_rows], x_train[validation_rows], x_test, names=("x_train", "x_train", "x_test")
+    )
     make = lambda x, y: tf.data.Dataset.from_tensor_slices((x, y.astype(np.int32)))  # noqa: E731
     return Splits(
         make(x_train, y_train[train_rows]),

@@ -71,7 +71,7 @@ def check_known_classes(source: str, known: int, num_classes: int | None) -> Non
         )
 
 
-def standardise(x_train, *others):
+def standardise(x_train, *others, names: tuple = ("x_train", "x_validation", "x_test")) -> list:
     """Centres and scales every feature (channel, for images) by the training split's mean and standard deviation.
 
     A feature constant in the training split is only centred (scale 1, as
@@ -79,16 +79,60 @@ def standardise(x_train, *others):
     blow a value it takes elsewhere (a pixel that is blank in every training
     digit but one test digit) up to ~1e7 and the test NLL with it.
 
+    The statistics and the scaling are computed in float64 and the results
+    stored as float32. In float32, features of about 1e19 or more overflow
+    (their squares pass float32's largest number, 3.4e38): the standard
+    deviation becomes infinite and every feature 0, in silence. Features that
+    even float64 cannot standardise (a mean or standard deviation that is not
+    finite, from values beyond about 1e154) or whose standardised values do
+    not fit float32 are refused.
+
+    Args:
+        x_train: `[n, features...]` the training split, whose statistics scale every array.
+        *others: more arrays shaped like `x_train` (validation, test).
+        names: the arrays' names in error messages, `x_train`'s first.
+            Defaults to `("x_train", "x_validation", "x_test")`.
+
+    Returns:
+        `[x_train, *others]` standardised, float32.
+
+    Raises:
+        ValueError: naming the array whose standardised features are not finite.
+
     Example:
 
     >>> train, test = standardise(np.array([[0.0, 1.0], [2.0, 1.0]]), np.array([[1.0, 3.0]]))
     >>> train.tolist(), test.tolist()
     ([[-1.0, 0.0], [1.0, 0.0]], [[0.0, 2.0]])
+    >>> standardise(np.array([[1e30], [3e30]], dtype="float32"))[0].tolist()   # 0 in float32 arithmetic
+    [[-1.0], [1.0]]
     """
     axes = tuple(range(x_train.ndim - 1))
-    mean, std = x_train.mean(axis=axes), x_train.std(axis=axes)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.mean(x_train, axis=axes, dtype=np.float64)
+        std = np.std(x_train, axis=axes, dtype=np.float64)
+    unscalable = ~(np.isfinite(mean) & np.isfinite(std))
+    if unscalable.any():
+        raise ValueError(
+            f"Invalid value for argument `{names[0]}`. Expected features whose mean and standard deviation are "
+            "finite in float64 (magnitudes below about 1e154). Received: "
+            f"{int(unscalable.sum())} of {unscalable.size} features that are not (largest magnitude "
+            f"{float(np.max(np.abs(x_train))):.3g})"
+        )
     scale = np.where(std > 1e-12 * np.maximum(np.abs(mean), 1.0), std, 1.0)
-    return [((x - mean) / scale).astype(np.float32) for x in (x_train, *others)]
+    scaled = []
+    for i, x in enumerate((x_train, *others)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            x = ((x - mean) / scale).astype(np.float32)
+        if not np.isfinite(x).all():
+            name = names[i] if i < len(names) else f"array {i}"
+            raise ValueError(
+                f"Invalid value for argument `{name}`. Expected features that stay within float32's range once "
+                f"standardised with {names[0]}'s mean and standard deviation. Received: "
+                f"{int((~np.isfinite(x)).sum())} values that do not"
+            )
+        scaled.append(x)
+    return scaled
 
 
 def _class_list(counts, classes, limit=8):
