@@ -104,6 +104,42 @@ def _missing_classes(present, num_classes, limit=8):
     return missing
 
 
+def _checked_classes(y_train, y_test, num_classes, path):
+    """`K`: `num_classes` or one more than the largest label, once every class has training examples and
+    `y_test` holds only classes `y_train` has."""
+    largest = int(max(y_train.max(), y_test.max()))
+    if num_classes is not None and largest >= num_classes:
+        name, y = ("y_train", y_train) if y_train.max() >= num_classes else ("y_test", y_test)
+        raise _invalid(
+            name,
+            path,
+            f"class indices in [0, {num_classes}) (num_classes={num_classes})",
+            f"{int((y >= num_classes).sum())} labels >= {num_classes} (largest {int(y.max())})",
+        )
+    num_classes = num_classes or largest + 1
+    if num_classes < 2:
+        raise _invalid("y_train", path, "at least 2 classes", "only class 0")
+    present = np.unique(y_train)
+    unseen = np.setdiff1d(np.unique(y_test), present)
+    if len(unseen):
+        raise _invalid(
+            "y_test",
+            path,
+            "only classes that y_train has examples of",
+            f"labels {unseen.tolist()[:8]} that never appear in y_train (a model cannot learn them)",
+        )
+    if len(present) < num_classes:
+        raise _invalid(
+            "y_train",
+            path,
+            f"at least one example of every class in [0, {num_classes})",
+            f"no example of class(es) {_missing_classes(present, num_classes)} ({num_classes - len(present)} of "
+            f"{num_classes} classes; labels must be 0..K-1 with none skipped: renumber them, e.g. with "
+            "np.unique(y, return_inverse=True))",
+        )
+    return num_classes
+
+
 def load_npz(
     path: str,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
@@ -156,36 +192,7 @@ def load_npz(
         raise _invalid(
             "x_test", path, f"examples shaped like those of x_train, {x_train.shape[1:]}", f"{x_test.shape[1:]}"
         )
-    largest = int(max(y_train.max(), y_test.max()))
-    if num_classes is not None and largest >= num_classes:
-        name, y = ("y_train", y_train) if y_train.max() >= num_classes else ("y_test", y_test)
-        raise _invalid(
-            name,
-            path,
-            f"class indices in [0, {num_classes}) (num_classes={num_classes})",
-            f"{int((y >= num_classes).sum())} labels >= {num_classes} (largest {int(y.max())})",
-        )
-    num_classes = num_classes or largest + 1
-    if num_classes < 2:
-        raise _invalid("y_train", path, "at least 2 classes", "only class 0")
-    present = np.unique(y_train)
-    unseen = np.setdiff1d(np.unique(y_test), present)
-    if len(unseen):
-        raise _invalid(
-            "y_test",
-            path,
-            "only classes that y_train has examples of",
-            f"labels {unseen.tolist()[:8]} that never appear in y_train (a model cannot learn them)",
-        )
-    if len(present) < num_classes:
-        raise _invalid(
-            "y_train",
-            path,
-            f"at least one example of every class in [0, {num_classes})",
-            f"no example of class(es) {_missing_classes(present, num_classes)} ({num_classes - len(present)} of "
-            f"{num_classes} classes; labels must be 0..K-1 with none skipped: renumber them, e.g. with "
-            "np.unique(y, return_inverse=True))",
-        )
+    num_classes = _checked_classes(y_train, y_test, num_classes, path)
     if x_train.ndim == 3:  # grey images without a channel axis
         x_train, x_test = x_train[..., None], x_test[..., None]
     train_rows, validation_rows = stratified_split(y_train, num_classes, validation_fraction, seed)
