@@ -6,50 +6,31 @@ import time
 
 import numpy as np
 
-from keras_ils import calibration, methods
-from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.experiments.data import synthetic
-from keras_ils.experiments.engine import vectorised
+from keras_ils import methods
+from keras_ils._checks import integer_at_least, invalid
 from keras_ils.experiments.synthetic_protocol import extras
+from keras_ils.experiments.synthetic_protocol.options import (
+    AUTHORS_TEACHER_TEMPERATURES,
+    OPTIONS,
+    PRESETS,
+    SMOOTHING_MASSES,
+    TEACHER_GRIDS,
+    VALIDATION_LOSSES,
+    resolve_options,
+)
 from keras_ils.experiments.synthetic_protocol.printed_values import ROWS, row_key
 from keras_ils.experiments.synthetic_protocol.scoring import empty_curves, replicate_rows
-from keras_ils.targets import ils_targets
+from keras_ils.experiments.synthetic_protocol.stages import (
+    _calibrated_teachers,
+    _datasets,
+    _replicate_weights,
+    _train_stage,
+    stage_targets,
+    student_targets,
+    train,
+)
 
 LS_FIXED_EPSILON = 0.2
-# The teacher temperatures of the authors' code (main.py), which divide the teacher's raw logits.
-AUTHORS_TEACHER_TEMPERATURES = (1.0, 2.0, 4.0, 8.0, 16.0)
-TEACHER_GRIDS = ("paper", "authors")
-SMOOTHING_MASSES = ("all_classes", "wrong_classes")
-VALIDATION_LOSSES = ("example_mean", "batch_mean")
-
-# The settings `run_replicates` reads from a preset; the package's defaults first.
-OPTIONS = dict(
-    init="keras",
-    shared_seeds=True,
-    temperature_estimator="map",
-    teacher_grid="paper",
-    batch_size=32,
-    weight_decay=0.0,
-    smoothing_mass="all_classes",
-    validation_loss="example_mean",
-)
-# The habits of the authors' public code (github.com/mmaher22/Instance-based-label-smoothing) that the paper does not
-# state: PyTorch's initialisation, one seed per model, T in [0.8, 3], teacher temperatures {1, 2, 4, 8, 16} on raw
-# logits, batch 128 (its default; its README says 512), coupled weight decay 1e-4, eps / (K - 1) on each wrong class
-# for ILS1, and the validation loss as a mean of per-batch means.
-PRESETS = {
-    "package": dict(OPTIONS),
-    "authors": dict(
-        init="pytorch",
-        shared_seeds=False,
-        temperature_estimator="authors",
-        teacher_grid="authors",
-        batch_size=128,
-        weight_decay=1e-4,
-        smoothing_mass="wrong_classes",
-        validation_loss="batch_mean",
-    ),
-}
 
 
 def grids(quick: bool = False, teacher_grid: str = "paper") -> dict:
@@ -290,189 +271,25 @@ def _minutes(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def resolve_options(preset: str = "package", **overrides) -> dict:
-    """The preset's settings (`PRESETS`) with every override that is not `None`, each checked.
-
-    Example:
-
-    >>> resolve_options("authors", batch_size=32)["batch_size"], resolve_options()["init"]
-    (32, 'keras')
-    """
-    if preset not in PRESETS:
-        raise invalid("preset", f"one of {tuple(PRESETS)}", preset)
-    unknown = set(overrides) - set(OPTIONS)
-    if unknown:
-        raise TypeError(f"Unknown options: {sorted(unknown)}. Expected some of {sorted(OPTIONS)}.")
-    options = dict(PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None})
-    if options["init"] not in vectorised.INITIALISATIONS:
-        raise invalid("init", f"one of {vectorised.INITIALISATIONS}", options["init"])
-    if not isinstance(options["shared_seeds"], bool):
-        raise invalid("shared_seeds", "True or False", options["shared_seeds"])
-    if options["temperature_estimator"] not in calibration.ESTIMATORS:
-        raise invalid("temperature_estimator", f"one of {calibration.ESTIMATORS}", options["temperature_estimator"])
-    if options["teacher_grid"] not in TEACHER_GRIDS:
-        raise invalid("teacher_grid", f"one of {TEACHER_GRIDS}", options["teacher_grid"])
-    integer_at_least("batch_size", options["batch_size"], 1)
-    options["weight_decay"] = number_in("weight_decay", options["weight_decay"], 0.0, expected="a float >= 0")
-    if options["smoothing_mass"] not in SMOOTHING_MASSES:
-        raise invalid("smoothing_mass", f"one of {SMOOTHING_MASSES}", options["smoothing_mass"])
-    if options["validation_loss"] not in VALIDATION_LOSSES:
-        raise invalid("validation_loss", f"one of {VALIDATION_LOSSES}", options["validation_loss"])
-    return options
-
-
 def _check_arguments(replicates, n_test, group):
     integer_at_least("replicates", replicates, 1)
     integer_at_least("n_test", n_test, 1)
     integer_at_least("group", group, 1)
 
 
-def _datasets(replicates, seed, n_test):
-    """Every replicate's `{"train", "val", "test"}` datasets (seeds `s`, `s + 10000`, `s + 20000`)."""
-    return [
-        dict(
-            train=synthetic.make_dataset(50, seed + r),
-            val=synthetic.make_dataset(50, seed + r + 10_000),
-            test=synthetic.make_dataset(n_test, seed + r + 20_000),
-        )
-        for r in range(replicates)
-    ]
-
-
-def _model_seeds(seed, reps, offset, count, shared):
-    """Seeds of `count` models (configuration indices `offset...`) of each replicate, replicate-major."""
-    if shared:  # common random numbers: one initialisation and batch order per replicate
-        return [seed + r for r in reps for _ in range(count)]
-    return [(seed + r) * 1000 + offset + j + 1 for r in reps for j in range(count)]
-
-
-def _train_stage(
-    data,
-    reps,
-    configs,
-    offset,
-    teacher_logits,
-    teacher_t,
-    *,
-    seed,
-    shared_seeds,
-    teacher_grid="paper",
-    smoothing_mass="all_classes",
-    **training,
-):
-    """Every model of `configs` on every replicate of `reps`, replicate-major, in one call of the trainer.
-
-    `offset` is the index of `configs`' first model among a replicate's
-    models; `teacher_logits` are the replicates' calibrated teachers' logits
-    on their training sets and `teacher_t` their temperatures, or `None` for
-    teacher-free targets.
-    """
-    targets = stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid, smoothing_mass)
-    seeds = _model_seeds(seed, reps, offset, len(configs), shared_seeds)
-    return train(data, [r for r in reps for _ in configs], targets, seeds, **training)
-
-
-def stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid="paper", smoothing_mass="all_classes"):
-    """`[len(reps) * len(configs), n, K]` training targets of every config on every replicate, replicate-major.
-
-    The targets are a function of each training example alone (its label and
-    teacher logits), so one `student_targets` call per config covers all the
-    replicates' examples at once (a few hundred calls instead of thousands of
-    small ones); only the authors' teacher grid, whose temperature depends on
-    each replicate's `T*`, takes one call per replicate and config.
-
-    Example:
-
-    >>> data = _datasets(2, seed=0, n_test=1)
-    >>> configs = [("Standard LS", dict(method="ls", epsilon=0.3)), ("No LS", dict(method="none"))]
-    >>> y = stage_targets(data, [0, 1], configs, None, None)   # replicate 0's two configs, then replicate 1's
-    >>> y.shape, bool(np.allclose(y[2], 0.7 * np.eye(3)[data[1]["train"].y] + 0.1))
-    ((4, 150, 3), True)
-    """
-    n = len(data[reps[0]]["train"].y)
-    if teacher_grid == "authors" and teacher_logits is not None:  # one block per replicate
-        blocks = [(data[r]["train"].y, teacher_logits[r], teacher_t[r]) for r in reps]
-    else:  # one block of the replicates' examples, stacked
-        stacked = None if teacher_logits is None else np.concatenate([teacher_logits[r] for r in reps])
-        blocks = [(np.concatenate([data[r]["train"].y for r in reps]), stacked, None)]
-    per_block = [
-        np.stack(
-            [
-                student_targets(y, logits, hp, teacher_t=t, teacher_grid=teacher_grid, smoothing_mass=smoothing_mass)
-                for _, hp in configs
-            ]
-        )  # [configs, block's examples, K]
-        for y, logits, t in blocks
-    ]
-    targets = np.concatenate(per_block, axis=1).reshape(len(configs), len(reps), n, -1)
-    return targets.transpose(1, 0, 2, 3).reshape(len(reps) * len(configs), n, -1)
-
-
-def student_targets(
-    labels, calibrated_logits, hp, *, teacher_t=None, teacher_grid="paper", smoothing_mass="all_classes"
-):
-    """One model's training targets by `keras_ils.targets.ils_targets`, under the protocol's target options.
-
-    - `teacher_grid="authors"`: the grid's `T` divides the teacher's raw
-      logits, i.e. the package's `temperature = T / T*` on the calibrated
-      ones (ILS1's `p_t` stays the calibrated teacher's).
-    - `smoothing_mass="wrong_classes"`: ILS1's `eps_x` goes to the wrong
-      classes only, `eps_x / (K - 1)` each, `1 - eps_x` to the true class (the
-      authors' code): the package's targets `y` with their off-true mass scaled
-      by `K / (K - 1)`, `onehot + (y - onehot) * K / (K - 1)`.
-
-    Example:
-
-    >>> y = student_targets(np.array([0]), np.log([[0.9, 0.05, 0.05]]), dict(method="ils1", p1=0.8, p2=2.0),
-    ...                     smoothing_mass="wrong_classes")
-    >>> np.round(y, 4).tolist()   # eps_x = 2 * (0.9 - 0.8) ** 2 = 0.02
-    [[0.98, 0.01, 0.01]]
-    """
-    hp = dict(hp)
-    if teacher_grid == "authors" and "temperature" in hp:
-        hp["temperature"] = hp["temperature"] / float(teacher_t)
-    y = np.asarray(ils_targets(labels, calibrated_logits, num_classes=synthetic.NUM_CLASSES, **hp), np.float64)
-    if smoothing_mass == "wrong_classes" and hp["method"] == "ils1":
-        one_hot = np.eye(synthetic.NUM_CLASSES)[np.asarray(labels)]
-        k = synthetic.NUM_CLASSES
-        y = one_hot + (y - one_hot) * k / (k - 1)
-    return y.astype(np.float32)
-
-
-def train(data, rows, targets, seeds, *, init, epochs, pool_size, batch_size, weight_decay, validation_loss):
-    """Trains one model per entry of `rows` (a replicate index) on `targets` from `seeds`, in one trainer call."""
-    weights = vectorised.initial_weights(seeds, 2, synthetic.NUM_CLASSES, scheme=init)
-    x = np.stack([data[r]["train"].x for r in rows])
-    x_val = np.stack([data[r]["val"].x for r in rows])
-    y_val = np.stack([data[r]["val"].y for r in rows])
-    engine = vectorised.MLPTraining(
-        epochs=epochs,
-        pool_size=pool_size,
-        batch_size=batch_size,
-        weight_decay=weight_decay,
-        validation_loss="mean" if validation_loss == "example_mean" else validation_loss,
-    )
-    return vectorised.train_mlps(x, targets, x_val, y_val, seeds=seeds, weights=weights, training=engine)
-
-
-def _calibrated_teachers(data, first_stage, models_per_replicate, estimator):
-    """Every replicate's No LS teacher (its first model): `T*` on validation, calibrated logits on training."""
-    reps = range(len(data))
-    teacher_rows = np.arange(len(data)) * models_per_replicate
-    teacher_weights = [(k[teacher_rows], b[teacher_rows]) for k, b in first_stage.weights]
-    teacher_val = vectorised.mlp_logits(teacher_weights, np.stack([data[r]["val"].x for r in reps]))
-    teacher_t = calibration.fit_temperatures(
-        teacher_val, np.stack([data[r]["val"].y for r in reps]), estimator=estimator
-    )
-    teacher_train = vectorised.mlp_logits(teacher_weights, np.stack([data[r]["train"].x for r in reps]))
-    return teacher_t, (teacher_train / teacher_t[:, None, None]).astype(np.float32)
-
-
-def _replicate_weights(first_stage, r, free_count, second_stage, i, taught_count):
-    """Replicate `r`'s weights: its teacher-free models, then its taught models (`i`-th in the second stage)."""
-    index = np.r_[r * free_count : (r + 1) * free_count]
-    index2 = np.r_[i * taught_count : (i + 1) * taught_count]
-    return [
-        (np.concatenate([k1[index], k2[index2]]), np.concatenate([b1[index], b2[index2]]))
-        for (k1, b1), (k2, b2) in zip(first_stage.weights, second_stage.weights, strict=True)
-    ]
+__all__ = [
+    "AUTHORS_TEACHER_TEMPERATURES",
+    "LS_FIXED_EPSILON",
+    "OPTIONS",
+    "PRESETS",
+    "SMOOTHING_MASSES",
+    "TEACHER_GRIDS",
+    "VALIDATION_LOSSES",
+    "grids",
+    "model_configs",
+    "resolve_options",
+    "run_replicates",
+    "stage_targets",
+    "student_targets",
+    "train",
+]
