@@ -1,21 +1,17 @@
 """`keras-ils`: the whole method on a dataset from the command line.
 
-This module sits beside the `keras_ils` package, not in it, so that `--help` and argument errors answer without
-importing TensorFlow (importing `keras_ils` imports Keras, to register its objects for loading). Everything else
-is imported once the arguments are parsed.
+Bad input (unknown dataset, labels outside [0, K), a malformed .npz, NaN in the features, a class missing from the
+validation split, a number flag out of range, an unknown method, an output directory that cannot be written, ...)
+ends with one error line and exit code 2 before any training, and leaves no files behind. Ctrl-C ends with one
+line and exit code 130.
 
-    keras-ils run                                  # the paper's synthetic task, MLP, tuned (under a minute on a CPU)
-    keras-ils run --dataset tfds:cifar10 --model resnet110 --strategy mirrored
-    keras-ils run --dataset my_data.npz --methods ls,ils --epochs 50
-    keras-ils tune                                 # LS and ILS tuned on the synthetic appendix grids
-    keras-ils tune --dataset tfds:cifar10 --model resnet110 --algorithm random --max-trials 20
-    keras-ils benchmark synthetic                  # the paper's 100-replicate synthetic protocol, appendix table
-    keras-ils benchmark paper --table 3 --models resnet110 --datasets tfds:cifar10   # Table 3's columns, resumable
+The methods are those of the `keras_ils.methods` registry (`keras-ils methods` lists them): a method registered
+in the process before `main()` runs (`keras_ils.methods.register`) is a choice of `run --methods` (and of `tune
+--methods` when it has hyperparameters) with no other change.
 
-Bad input (unknown dataset, labels outside [0, K), a malformed .npz, NaN in
-the features, a class missing from the validation split, a number flag out of
-range, an output directory that cannot be written, ...) ends with one error
-line and exit code 2 before any training, and leaves no files behind.
+This module sits beside the `keras_ils` package, not in it, so that `--help` and usage errors answer without
+importing TensorFlow (importing `keras_ils` imports Keras, to register its objects for loading). Everything else,
+the method registry included, is imported once the arguments are parsed.
 """
 
 from __future__ import annotations
@@ -27,10 +23,20 @@ import os
 import sys
 import warnings
 
-# Checked against keras_ils.experiments.main_job.pipeline and .synthetic_protocol by the tests; written out here so that
-# parsing imports no TensorFlow
-ALL_METHODS = ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
-TUNABLE_METHODS = ("ls", "ils1", "ils2", "ils")
+EXAMPLES = """examples:
+  keras-ils run                                  # the paper's synthetic task, MLP, tuned (under a minute on a CPU)
+  keras-ils run --dataset tfds:cifar10 --model resnet110 --strategy mirrored
+  keras-ils run --dataset my_data.npz --methods ls,ils --epochs 50
+  keras-ils methods                              # the methods run --methods and tune --methods take
+  keras-ils tune                                 # LS and ILS tuned on the synthetic appendix grids
+  keras-ils tune --dataset tfds:cifar10 --model resnet110 --algorithm random --max-trials 20
+  keras-ils benchmark synthetic                  # the paper's 100-replicate synthetic protocol, appendix table
+  keras-ils benchmark paper --table 3 --models resnet110 --datasets tfds:cifar10   # Table 3's columns, resumable"""
+
+# Checked against keras_ils.experiments.main_job.config and .synthetic_protocol by the tests; written out here so that
+# parsing imports no TensorFlow. The methods are checked against the registry after parsing (`_checked_methods`).
+RUN_METHODS = ("ls", "ils1", "ils2", "ils")  # run's default, the ILS family (config.DEFAULT_METHODS)
+TUNE_METHODS = ("ls", "ils")  # tune's default
 CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")
 SYNTHETIC_PRESETS = ("package", "authors")
 TEACHER_GRIDS = ("paper", "authors")
@@ -55,13 +61,10 @@ def _strategy(name):
 
 
 def _methods(text):
-    if text == "all":
-        return ALL_METHODS
-    methods = tuple(m.strip() for m in text.split(",") if m.strip())
-    if not methods or any(m not in ALL_METHODS for m in methods):
-        raise argparse.ArgumentTypeError(
-            f"expected 'all' or a comma-separated subset of {','.join(ALL_METHODS)}; got {text!r}"
-        )
+    """A comma-separated list of method ids, without duplicates (checked against the registry after parsing)."""
+    methods = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if not methods:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of method ids; got {text!r}")
     return methods
 
 
@@ -72,14 +75,6 @@ def _calibrators(text):
             f"expected a comma-separated subset of {','.join(CALIBRATOR_NAMES)}; got {text!r}"
         )
     return names
-
-
-def _tunable_methods(text):
-    methods = tuple(m.strip() for m in text.split(",") if m.strip())
-    if not methods or any(m not in TUNABLE_METHODS for m in methods):
-        expected = ",".join(TUNABLE_METHODS)
-        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {expected}; got {text!r}")
-    return methods
 
 
 _TEMPERATURE_FIT_HELP = (
@@ -154,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="keras-ils",
         description="Instance-based Label Smoothing (Maher & Kull, 2021) with Keras.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n\n")[1],
+        epilog=EXAMPLES,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser(
@@ -163,13 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the whole method on one dataset and write results.json, results.csv and "
         "reliability diagrams (PNG) into the output directory.",
     )
+    run.set_defaults(command_parser=run)
     _add_common_arguments(run)
     run.add_argument(
         "--methods",
         type=_methods,
-        default=("ls", "ils1", "ils2", "ils"),
-        help="students to train: 'all' (the paper's full comparison: dis,cls,bs_soft,beta,ls,ils1,ils2,ils) "
-        "or a comma-separated subset (default: ls,ils1,ils2,ils)",
+        default=RUN_METHODS,
+        help="students to train, comma-separated ids from 'keras-ils methods', or 'all' (every method there: the "
+        "paper's full comparison, dis,cls,bs_soft,beta,ls,ils1,ils2,ils) (default: ls,ils1,ils2,ils)",
     )
     run.add_argument("--epsilon", type=float, help="fix the LS / ILS2 smoothing factor instead of searching it")
     run.add_argument("--p1", type=float, help="fix ILS1 / ILS P1 instead of searching it")
@@ -233,12 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
         "Running it again with the same --directory resumes the search. For KerasTuner's distributed mode "
         "set KERASTUNER_TUNER_ID, KERASTUNER_ORACLE_IP and KERASTUNER_ORACLE_PORT (see the README).",
     )
+    tune.set_defaults(command_parser=tune)
     _add_common_arguments(tune)
     tune.add_argument(
         "--methods",
-        type=_tunable_methods,
-        default=("ls", "ils"),
-        help="methods to tune, comma-separated from ls,ils1,ils2,ils (default: ls,ils)",
+        type=_methods,
+        default=TUNE_METHODS,
+        help="methods to tune, comma-separated ids of 'keras-ils methods' that tune hyperparameters (ls, ils1, ils2, "
+        "ils, ...) (default: ls,ils)",
     )
     tune.add_argument(
         "--search-space",
@@ -268,12 +266,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune.add_argument("--output-dir", default=None, help="where results go (default: runs/tune-DATASET-MODEL-seedN)")
 
+    commands.add_parser(
+        "methods",
+        help="list the methods run --methods and tune --methods take",
+        description="List the registered comparison methods: id (what --methods takes), name (their rows), the "
+        "hyperparameters a search tunes, whether their targets read the teacher, and whether the vectorised engine "
+        "trains them (a plain MLP on vectors) or model.fit.",
+    )
+
     benchmark = commands.add_parser(
         "benchmark",
         help="reproduce the paper's experiments at full scale and print them beside the paper's values",
         description="Reproduce the paper's experiments: 'synthetic' is its 100-replicate synthetic protocol "
         "(appendix table, Table 1's dense/sparse LS rows, Fig. 4's best-smoothing-factor curves, win rates), "
-        "all grids of all replicates trained together by keras_ils.experiments.engine.vectorised. Writes "
+        "all grids of all replicates trained together by the vectorised engine. Writes "
         "synthetic_protocol.json, synthetic_protocol.md and best_smoothing_*.png into the output directory.",
     )
     benchmark.add_argument(
@@ -291,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     synthetic = benchmark.add_argument_group(
         "synthetic",
         "keras-ils benchmark synthetic: the training and tuning settings; --preset picks them all, and each flag "
-        "given overrides the preset's (keras_ils.experiments.synthetic_protocol.PRESETS)",
+        "given overrides the preset's",
     )
     synthetic.add_argument(
         "--preset",
@@ -358,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbose(benchmark)
     paper = benchmark.add_argument_group(
         "paper",
-        "keras-ils benchmark paper: one resumable command per table (keras_ils.experiments.main_job.paper_tables)",
+        "keras-ils benchmark paper: one resumable command per table",
     )
     paper.add_argument(
         "--table",
@@ -403,68 +409,86 @@ _names = _joined(",", "a comma-separated list")
 _splits = _joined("+", "tfds split names joined by '+', e.g. train+extra")
 
 
-def _load(args):
-    """`(splits, model name, recipe)` from the common arguments."""
+def _load(args, seed: int):
+    """The data of the common arguments, split by `seed`."""
     from keras_ils.experiments.data import datasets
-    from keras_ils.experiments.engine import training
 
-    splits = datasets.load(  # a class scarce in validation warns: one line, `_one_line_warning`
+    return datasets.load(  # a class scarce in validation warns: one line, `_one_line_warning`
         args.dataset,
         data_dir=args.data_dir,
         validation_fraction=args.validation_fraction,
-        seed=args.seed,
+        seed=seed,
         num_classes=args.num_classes,
         validation_size=args.validation_size,
         train_splits=args.train_splits,
     )
-    model_name = args.model or ("resnet20" if splits.is_image else "mlp")
-    recipe = training.recipe_for(model_name, splits.name, epochs=args.epochs, batch_size=args.batch_size)
-    return splits, model_name, recipe
+
+
+def _config(args, **settings):
+    """The one `RunConfig` of a `run` or `tune` command: the common flags, then the command's `settings`."""
+    from keras_ils.experiments.main_job.config import RunConfig
+
+    return RunConfig(
+        model_name=args.model,
+        output_dir=args.output_dir,
+        methods=args.methods,
+        search_space=args.search_space,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        strategy=_strategy(args.strategy),
+        seed=args.seed,
+        verbose=args.verbose,
+        temperature_estimator=args.temperature_fit,
+        **settings,
+    )
+
+
+def _output_dir(prefix: str, splits, config) -> str:
+    """`runs/PREFIXDATASET-MODEL-seedN`, the dataset named by its stem (`bc.npz` -> `bc`).
+
+    Example:
+
+    >>> from types import SimpleNamespace
+    >>> from keras_ils.experiments.main_job.config import RunConfig
+    >>> _output_dir("", SimpleNamespace(name="bc.npz", is_image=False), RunConfig(seed=3))
+    'runs/bc-mlp-seed3'
+    """
+    stem = splits.name.removesuffix(".npz").replace(os.sep, "_")
+    return os.path.join("runs", f"{prefix}{stem}-{config.model_for(splits)}-seed{config.seed}")
 
 
 _RESULT_FILES = "results.json, results.csv, comparison.png, reliability_*.png, model_*.keras"
 
 
 def run_command(args) -> str:
+    import dataclasses
+
     from keras_ils.experiments.main_job import pipeline
     from keras_ils.experiments.reporting import results as reporting_results
     from keras_ils.experiments.reporting import seeds as seeds_summary
 
-    fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
-    pipeline.default_hyperparameters(args.dataset, **fixed)  # bad values fail before any data is read
     if args.seeds > 1 and args.teacher_cache is not None:
         raise ValueError("--teacher-cache holds one teacher's logits; it cannot serve --seeds 2 or more.")
+    fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
+    config = _config(  # bad settings fail here, before any data is read
+        args,
+        hyperparameters=fixed,
+        tune=not args.no_tune,
+        search=args.search,
+        teacher_cache=args.teacher_cache,
+        teacher_folds=args.teacher_folds,
+        calibrators=args.calibrators,
+        log=print,
+    )
     results, seeds = [], range(args.seed, args.seed + args.seeds)
     for seed in seeds:
-        args.seed = seed
-        splits, model_name, recipe = _load(args)
+        splits = _load(args, seed)
         if seed == seeds[0]:
-            output_dir = args.output_dir or os.path.join(
-                "runs", f"{splits.name.replace(os.sep, '_')}-{model_name}-seed{seed}"
-            )
+            output_dir = config.output_dir or _output_dir("", splits, config)
         if args.seeds > 1:
             print(f"Seed {seed} ({seed - seeds[0] + 1}/{args.seeds})")
-        results.append(
-            pipeline.run(
-                splits,
-                model_name=model_name,
-                methods=args.methods,
-                hyperparameters=fixed,
-                tune=not args.no_tune,
-                search=args.search,
-                search_space=args.search_space,
-                recipe=recipe,
-                output_dir=output_dir if args.seeds == 1 else os.path.join(output_dir, f"seed{seed}"),
-                strategy=_strategy(args.strategy),
-                seed=seed,
-                teacher_cache=args.teacher_cache,
-                verbose=args.verbose,
-                temperature_estimator=args.temperature_fit,
-                teacher_folds=args.teacher_folds,
-                calibrators=args.calibrators,
-                log=print,
-            )
-        )
+        seeded_dir = output_dir if args.seeds == 1 else os.path.join(output_dir, f"seed{seed}")
+        results.append(pipeline.run(splits, dataclasses.replace(config, seed=seed, output_dir=seeded_dir)))
     if args.seeds == 1:
         print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
         return reporting_results.format_table(results[0])
@@ -474,33 +498,18 @@ def run_command(args) -> str:
 
 
 def tune_command(args) -> str:
-    from keras_ils import tuning
+    import dataclasses
+
     from keras_ils.experiments.main_job import pipeline
     from keras_ils.experiments.reporting import results as reporting_results
 
     search_space = args.search_space or ("synthetic" if args.dataset == "synthetic" else "paper")
-    for method in args.methods:  # a bad grid fails before any data is read or teacher trained
-        tuning.make_search_space(method, search_space)
-    splits, model_name, recipe = _load(args)
-    output_dir = args.output_dir or os.path.join(
-        "runs", f"tune-{splits.name.replace(os.sep, '_')}-{model_name}-seed{args.seed}"
-    )
-    results = pipeline.tune(
-        splits,
-        model_name=model_name,
-        methods=args.methods,
-        search_space=search_space,
-        algorithm=args.algorithm,
-        max_trials=args.max_trials,
-        recipe=recipe,
-        directory=args.directory or os.path.join(output_dir, "search"),
-        output_dir=output_dir,
-        strategy=_strategy(args.strategy),
-        seed=args.seed,
-        verbose=args.verbose,
-        temperature_estimator=args.temperature_fit,
-        engine=args.engine,
-    )
+    config = _config(args, algorithm=args.algorithm, max_trials=args.max_trials, engine=args.engine)
+    config = dataclasses.replace(config, search_space=search_space, directory=args.directory)
+    pipeline.check_tune(config)  # a bad method or grid fails before any data is read or teacher trained
+    splits = _load(args, args.seed)
+    config = dataclasses.replace(config, output_dir=config.output_dir or _output_dir("tune-", splits, config))
+    results = pipeline.tune(splits, config)
     if results.get("role") == "worker":
         print(f"Worker {os.environ.get('KERASTUNER_TUNER_ID')}: no {results['method']} trials left; the chief reports.")
         return ""
@@ -509,8 +518,29 @@ def tune_command(args) -> str:
         if "search_val_nll" in row and not row["temps"]:
             tried = row.get("trials", row.get("candidates"))
             lines.append(f"{row['model']}: {tried} trials, best validation NLL {row['search_val_nll']:.4f}")
-    print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
+    print(f"Results written to {config.output_dir}/ ({_RESULT_FILES})")
     return "\n".join(lines)
+
+
+def methods_command(args) -> str:
+    """The registry as a table: what `--methods` takes."""
+    from keras_ils import methods
+
+    rows = [("id", "name", "tuned hyperparameters", "reads a teacher", "trained by")]
+    for method_id in methods.ids():
+        entry = methods.get(method_id)
+        borrowed = [f"{methods.get(methods.lender(name)).name}'s {name}" for name in entry.borrows]
+        tuned = ", ".join([*entry.hyperparameters, *(f"takes {text}" for text in borrowed)]) or "-"
+        teacher = {None: "no", "calibrated": "yes", "class_similarity": "class similarity"}[entry.teacher]
+        trained = "engine or model.fit" if entry.engine else "model.fit"
+        rows.append((method_id, entry.name, tuned, teacher, trained + (" (always run)" if entry.always_run else "")))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    note = (
+        "run --methods takes every id but the always-run teacher ('all': all of them); tune --methods those with "
+        "tuned hyperparameters. 'engine': the vectorised engine trains it on a plain MLP on vectors."
+    )
+    return "\n".join([*lines, "", note])
 
 
 def benchmark_command(args) -> str:
@@ -549,13 +579,10 @@ def _paper_command(args, output_dir) -> str:
     import shlex
 
     from keras_ils.experiments.main_job import paper_tables
+    from keras_ils.experiments.reporting import ranked_tables
 
     pairs = paper_tables.pairs_for(args.table, args.datasets, args.models)
-    summary = paper_tables.run_table(
-        args.table,
-        pairs,
-        seeds=range(args.seed, args.seed + args.seeds),
-        output_dir=output_dir,
+    settings = paper_tables.TableSettings(
         search=args.search,
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -563,12 +590,19 @@ def _paper_command(args, output_dir) -> str:
         validation_fraction=args.validation_fraction,
         temperature_estimator=args.temperature_fit or "map",
         verbose=args.verbose,
-        command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
         log=print,
+    )
+    summary = paper_tables.run_table(
+        args.table,
+        pairs,
+        settings,
+        seeds=range(args.seed, args.seed + args.seeds),
+        output_dir=output_dir,
+        command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
     )
     name = "table3" if args.table == "3" else "distillation"
     print(f"Results written to {output_dir}/ ({name}.md, {name}.json, cd_{name}_*.png, runs/)")
-    return paper_tables.format_markdown(summary)
+    return ranked_tables.format_markdown(summary)
 
 
 # Number flags checked after parsing (argparse's own errors print the usage too): (flag, expected, test).
@@ -643,20 +677,56 @@ def _native_stderr_hidden(hidden: bool):
 
 
 def main(argv=None) -> int:
+    """Runs `keras-ils ARGV` (`sys.argv[1:]` when `None`); returns the exit code.
+
+    0 on success, 2 for bad input (one `keras-ils: error:` line, or
+    argparse's usage and error line), 130 when interrupted (Ctrl-C: one line).
+    Only the results table goes to stdout; progress, messages and warnings go
+    to stderr.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    if args.verbose < 2:
+    verbose = getattr(args, "verbose", 0)
+    if verbose < 2:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args.argv = None if argv is None else "keras-ils " + " ".join(argv)  # the command recorded with results
     table = sys.stdout  # only the table goes here; progress, messages and warnings go to stderr
-    with _native_stderr_hidden(args.verbose < 2), contextlib.redirect_stdout(sys.stderr):
-        code, text = _execute(args)
+    try:
+        with _native_stderr_hidden(verbose < 2), contextlib.redirect_stdout(sys.stderr):
+            if hasattr(args, "methods"):
+                args.methods = _checked_methods(args)
+            code, text = _execute(args)
+    except KeyboardInterrupt:
+        print(f"keras-ils: interrupted; {_INTERRUPTED.get(args.command, 'nothing written')}", file=sys.stderr)
+        return 130
     if text:
         print(text, file=table)
     return code
+
+
+# What an interrupted command leaves: results are written only at the end, atomically; searches and finished runs
+# are kept for the same command to resume.
+_INTERRUPTED = {
+    "run": "no results written (a KerasTuner search directory, if one was made, is kept: the same command resumes it)",
+    "tune": "no results written (the search directory is kept: the same command resumes it)",
+    "benchmark": "no table written (finished runs, if any, are kept: the same command resumes them)",
+}
+
+
+def _checked_methods(args) -> tuple:
+    """`args.methods` checked against the method registry (`keras_ils.methods`), `'all'` expanded; an unknown id
+    is argparse's usage error (exit code 2). Done after parsing: the registry imports Keras, `--help` must not."""
+    from keras_ils import methods
+
+    known = methods.ids(selectable=True) if args.command == "run" else methods.ids(tunable=True)
+    chosen = known if args.command == "run" and "all" in args.methods else args.methods
+    if any(m not in known for m in chosen):
+        expected = ("'all' or " if args.command == "run" else "") + f"a comma-separated subset of {','.join(known)}"
+        args.command_parser.error(f"argument --methods: expected {expected}; got {','.join(args.methods)!r}")
+    return tuple(chosen)
 
 
 def _execute(args) -> tuple[int, str]:
@@ -664,10 +734,10 @@ def _execute(args) -> tuple[int, str]:
     import absl.logging
     import tensorflow as tf
 
-    if args.verbose < 2:  # TensorFlow's Python logging too (e.g. retracing notices)
+    if getattr(args, "verbose", 0) < 2:  # TensorFlow's Python logging too (e.g. retracing notices)
         absl.logging.set_verbosity(absl.logging.ERROR)
         tf.get_logger().setLevel("ERROR")
-    commands = {"run": run_command, "tune": tune_command, "benchmark": benchmark_command}
+    commands = {"run": run_command, "tune": tune_command, "benchmark": benchmark_command, "methods": methods_command}
     try:
         _check_arguments(args)
         with warnings.catch_warnings():

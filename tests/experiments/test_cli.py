@@ -208,7 +208,7 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("boom in the middle")
 
-    monkeypatch.setattr(engine_path, "_record_engine_method", broken)  # after the search and the teacher's rows
+    monkeypatch.setattr(engine_path, "record_engine_method", broken)  # after the search and the teacher's rows
     assert cli.main(["run", "--epochs", "1", "--output-dir", str(tmp_path / "o")]) == 2
     assert list(tmp_path.iterdir()) == []
 
@@ -242,7 +242,7 @@ def test_several_seeds_cannot_share_a_teacher_cache(tmp_path, capsys):
 def test_help_imports_no_tensorflow():
     probe = (
         "import sys, keras_ils_cli\n"
-        "for argv in (['--help'], ['run', '--help'], ['tune', '--help'], ['benchmark', '--help']):\n"
+        "for argv in [['--help']] + [[c, '--help'] for c in ('run', 'tune', 'benchmark', 'methods')]:\n"
         "    try:\n"
         "        keras_ils_cli.main(argv)\n"
         "    except SystemExit as exit:\n"
@@ -253,11 +253,11 @@ def test_help_imports_no_tensorflow():
     assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]"
 
 
-def test_the_parsers_method_lists_are_the_pipelines():
+def test_the_parsers_lists_are_the_main_jobs():
     from keras_ils.experiments.main_job import config
 
-    assert cli.ALL_METHODS == config.ALL_METHODS and cli.TUNABLE_METHODS == config.TUNABLE_METHODS
-    assert cli.CALIBRATOR_NAMES == tuple(config.CALIBRATORS)
+    assert cli.CALIBRATOR_NAMES == tuple(config.CALIBRATORS) and cli.RUN_METHODS == config.DEFAULT_METHODS
+    assert cli.build_parser().parse_args(["run"]).methods == config.DEFAULT_METHODS
 
 
 def test_the_parsers_synthetic_options_are_the_protocols():
@@ -394,7 +394,7 @@ class TestTune:
         assert search == ["ils1", "ls", "search_settings.json", "teacher.keras", "teacher_logits.npz"]
 
         # again on the same directory: the teacher is loaded, no trial trains, the same table comes out
-        monkeypatch.setattr(fitting, "_train_model", lambda *a, **k: pytest.fail("the teacher was trained again"))
+        monkeypatch.setattr(fitting, "fit_network", lambda *a, **k: pytest.fail("the teacher was trained again"))
         monkeypatch.setattr(tuning.ILSHyperModel, "fit", lambda *a, **k: pytest.fail("a trial ran again"))
         assert cli.main(argv) == 0
         again = json.loads((tmp_path / "o" / "results.json").read_text())
@@ -595,3 +595,73 @@ class TestRealData:
         results = json.loads((out / "results.json").read_text())
         assert results["temperature_estimator"] == "authors"
         assert all(0.8 <= row["temperature"] <= 3.0 for row in results["rows"])
+
+
+def test_help_reads_as_user_help_ending_with_examples(capsys):
+    for argv in (["--help"], ["run", "--help"], ["tune", "--help"], ["benchmark", "--help"], ["methods", "--help"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        text = capsys.readouterr().out
+        assert exit_info.value.code == 0 and "keras_ils" not in text and "This module" not in text, argv
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert lines[-9] == "examples:" and lines[-1].startswith("  keras-ils benchmark paper --table 3")
+
+
+@pytest.fixture
+def captured_run(monkeypatch):
+    """`pipeline.run` replaced by one that keeps its config and stops before training."""
+    from keras_ils.experiments.main_job import pipeline
+
+    configs = []
+
+    def run(splits, config):
+        configs.append(config)
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(pipeline, "run", run)
+    return configs
+
+
+def test_the_output_folder_is_named_from_the_datas_stem(tmp_path, monkeypatch, captured_run):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "bc.npz", x_train=rng.normal(size=(40, 3)), y_train=np.arange(40) % 2,
+             x_test=rng.normal(size=(10, 3)), y_test=np.arange(10) % 2)  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "--dataset", "bc.npz", "--seed", "3"]) == 2
+    assert captured_run[0].output_dir == os.path.join("runs", "bc-mlp-seed3")
+
+
+def test_methods_are_the_registrys_without_duplicates(tmp_path, captured_run):
+    from keras_ils import methods
+
+    argv = ["run", "--output-dir", str(tmp_path / "o"), "--methods"]
+    assert cli.main([*argv, "ils,ls,ils"]) == 2 and captured_run[-1].methods == ("ils", "ls")
+    assert cli.main([*argv, "all"]) == 2 and captured_run[-1].methods == methods.ids(selectable=True)
+    assert captured_run[-1].methods == ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
+
+
+def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path, capsys, monkeypatch):
+    from keras_ils.experiments.main_job import pipeline
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "run", interrupted)
+    assert cli.main(["run", "--output-dir", str(tmp_path / "o")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("keras-ils: interrupted; no results written")
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_methods_command_lists_the_registry(capsys):
+    from keras_ils import methods
+
+    assert cli.main(["methods"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    for method_id in methods.ids():
+        entry = methods.get(method_id)
+        assert entry.name in rows[method_id] and all(name in rows[method_id] for name in entry.hyperparameters)
+    assert "takes LS's epsilon" in rows["cls"] and rows["bs_soft"].endswith("model.fit")
+    assert "always run" in rows["none"] and "engine or model.fit" in rows["ils"]

@@ -44,19 +44,79 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+import types
+from collections.abc import Mapping
 
 import numpy as np
 
-from keras_ils import baselines, calibration, tuning
+from keras_ils import baselines, calibration, methods
 from keras_ils._checks import integer_at_least, invalid
+from keras_ils.calibration import ESTIMATORS
 from keras_ils.experiments.engine import vectorised
 from keras_ils.experiments.zoo import models
-from keras_ils.targets import METHOD_HYPERPARAMETERS, ils_targets, validate_hyperparameters
 
-# What the engine trains: No LS (the teacher), the smoothing family, and the baselines whose targets are fixed per
-# example (BS_Soft and Beta depend on the student's own predictions: the main job trains them with model.fit).
-METHODS = ("none", "ls", "ils1", "ils2", "ils", "dis", "cls")
-TEACHER_METHODS = ("ils1", "ils2", "ils", "dis", "cls")
+__all__ = [
+    "POOL_SIZE",
+    "SearchSettings",
+    "StudentSearch",
+    "candidate_grid",
+    "checked_fixed",
+    "fold_rows",
+    "method_space",
+    "search_students",
+]
+
+# Models trained side by side by default (`MLPTraining.pool_size`; finished models' slots are refilled): it trained
+# the paper's 180 digits students fastest on 2 CPU cores (about 15 % faster than all of them at once;
+# benchmarks/RESULTS.md).
+POOL_SIZE = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSettings:
+    """What `search_students` trains and how: the methods, their grids, the MLPs' training, the teacher.
+
+    Attributes:
+        methods: ids of the `keras_ils.methods` registry that the engine
+            trains (`methods.ids(engine=True)`); the teacher (No LS) is always
+            trained. Defaults to `("ls", "ils1", "ils2", "ils")`.
+        search_space: `"paper"` (real-data grids), `"synthetic"` (appendix)
+            or `{hyperparameter: values}`. Defaults to `"paper"`.
+        fixed: `{hyperparameter: value}` that every method reading it uses
+            instead of searching it. Defaults to `{}` (search all).
+        training: a `keras_ils.experiments.engine.vectorised.MLPTraining`: the
+            MLP (`hidden_layers`, `units`; the paper's 5 x 64) and its recipe
+            (Adam's `learning_rate`, `batch_size`, `epochs`, `patience`; the
+            paper's 1e-2, 32, 500, 10), `pool_size` and `jit_compile`.
+            Defaults to `MLPTraining(pool_size=POOL_SIZE)`.
+        seed: every model's initial weights and batch order. Defaults to `0`.
+        teacher_folds: `1` for the paper's teacher, `k >= 2` for out-of-fold
+            teacher logits from `k` cross-fitted teachers. Defaults to `1`.
+        temperature_estimator: `keras_ils.calibration.fit_temperature`'s
+            `estimator` for every temperature. Defaults to `"map"`.
+    """
+
+    methods: tuple[str, ...] = ("ls", "ils1", "ils2", "ils")
+    search_space: str | Mapping = "paper"
+    fixed: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    training: vectorised.MLPTraining = dataclasses.field(
+        default_factory=lambda: vectorised.MLPTraining(pool_size=POOL_SIZE)
+    )
+    seed: int = 0
+    teacher_folds: int = 1
+    temperature_estimator: str = "map"
+
+    def __post_init__(self):
+        chosen = tuple(dict.fromkeys(self.methods))
+        if any(m not in methods.ids(engine=True) for m in chosen):
+            raise invalid("methods", f"some of {methods.ids(engine=True)}", tuple(self.methods))
+        object.__setattr__(self, "methods", chosen)
+        object.__setattr__(self, "fixed", types.MappingProxyType(checked_fixed(self.fixed)))
+        if not isinstance(self.training, vectorised.MLPTraining):
+            raise TypeError(f"Argument `training` must be a vectorised.MLPTraining. Received: {self.training!r}")
+        integer_at_least("teacher_folds", self.teacher_folds, 1)
+        if self.temperature_estimator not in ESTIMATORS:
+            raise invalid("temperature_estimator", f"one of {ESTIMATORS}", self.temperature_estimator)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,15 +183,50 @@ class StudentSearch:
         return model
 
 
-_READER = {"epsilon": "ls", "p1": "ils1", "p2": "ils1", "temperature": "ils2"}  # a method that reads each
+def checked_fixed(fixed) -> dict:
+    """`fixed` as a dict, each value checked by building the loss of a method that tunes it (its grid's first
+    values for the others), so a bad value fails with that loss's own error.
+
+    Example:
+
+    >>> checked_fixed({"p1": 0.9})
+    {'p1': 0.9}
+    >>> checked_fixed({"eps": 0.1})
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `fixed`. Expected a dict whose keys are tuned by a registered method \
+(epsilon, p1, p2, temperature, ...). Received: fixed={'eps': 0.1}
+    """
+    fixed = dict(fixed or {})
+    for name, value in fixed.items():
+        readers = [m for m in methods.ids(tunable=True) if name in methods.get(m).hyperparameters]
+        if not readers:
+            tuned = dict.fromkeys(n for m in methods.ids(tunable=True) for n in methods.get(m).hyperparameters)
+            raise invalid(
+                "fixed", f"a dict whose keys are tuned by a registered method ({', '.join(tuned)}, ...)", fixed
+            )
+        entry = methods.get(readers[0])
+        grid = entry.grid(next(iter(entry.grids))) if entry.grids else {}
+        entry.loss(2, **{**{n: values[0] for n, values in grid.items()}, name: value})
+    return fixed
 
 
-def candidate_grid(methods, search_space="paper", fixed=None) -> list:
-    """`[(method, hyperparameters), ...]` that a search trains for `methods` (cLS's epsilon comes later, from LS).
+def method_space(method: str, search_space="paper") -> dict:
+    """`{hyperparameter: values}` that `method` searches: its named grid, or its hyperparameters' values in a
+    dict `search_space` that may hold other methods' too (`keras_ils.methods.make_search_space` checks them)."""
+    if isinstance(search_space, Mapping):
+        names = methods.get(method).hyperparameters
+        search_space = {name: search_space[name] for name in names if name in search_space}
+    return methods.make_search_space(method, search_space)
+
+
+def candidate_grid(chosen, search_space="paper", fixed=None) -> list:
+    """`[(method, hyperparameters), ...]` that a search trains for the methods `chosen` (the values a method
+    borrows, cLS's epsilon, come later, from their lender's choice).
 
     A hyperparameter in `fixed` takes that one value in every method that
-    reads it; the others range over `search_space` (`keras_ils.tuning.GRIDS`'
-    `"paper"` or `"synthetic"`, or `{hyperparameter: values}`).
+    reads it; the others range over `search_space` (`"paper"` or
+    `"synthetic"`, the registry's grids, or `{hyperparameter: values}`).
 
     Example:
 
@@ -140,30 +235,19 @@ def candidate_grid(methods, search_space="paper", fixed=None) -> list:
     >>> candidate_grid(("ils2",), fixed={"epsilon": 0.1, "temperature": 2.0})
     [('ils2', {'epsilon': 0.1, 'temperature': 2.0})]
     """
-    fixed = dict(fixed or {})
-    for name, value in fixed.items():
-        if name not in _READER:
-            raise invalid("fixed", "a dict with keys from epsilon, p1, p2, temperature", fixed)
-        validate_hyperparameters(_READER[name], **{name: value})
+    fixed = checked_fixed(fixed)
     grid = []
-    for method in methods:
-        if method not in METHODS:
-            raise invalid("methods", f"some of {METHODS}", tuple(methods))
-        names = METHOD_HYPERPARAMETERS.get(method, ())
+    for method in chosen:
+        if method not in methods.ids(engine=True):
+            raise invalid("methods", f"some of {methods.ids(engine=True)}", tuple(chosen))
+        names = methods.get(method).hyperparameters
         if not names:
             grid.append((method, {}))
             continue
-        space = _space(method, search_space)
+        space = method_space(method, search_space)
         axes = [(fixed[name],) if name in fixed else space[name] for name in names]
         grid += [(method, dict(zip(names, values, strict=True))) for values in itertools.product(*axes)]
     return grid
-
-
-def _space(method, search_space):
-    if isinstance(search_space, dict):
-        names = METHOD_HYPERPARAMETERS[method]
-        return tuning.make_search_space(method, {name: search_space[name] for name in names if name in search_space})
-    return tuning.make_search_space(method, search_space)
 
 
 def search_students(
@@ -171,54 +255,25 @@ def search_students(
     y_train,
     x_validation,
     y_validation,
+    settings: SearchSettings | None = None,
     *,
     num_classes: int | None = None,
-    methods=("ls", "ils1", "ils2", "ils"),
-    search_space="paper",
-    fixed: dict | None = None,
-    hidden_layers: int = 5,
-    units: int = 64,
-    learning_rate: float = 1e-2,
-    batch_size: int = 32,
-    epochs: int = 500,
-    patience: int = 10,
-    seed: int = 0,
-    teacher_folds: int = 1,
-    temperature_estimator: str = "map",
     teacher_logits=None,
-    pool_size: int = 64,
-    jit_compile="auto",
 ) -> StudentSearch:
-    """Trains the teacher and every candidate of `methods` on vector data; see the module docstring.
+    """Trains the teacher and every candidate of the settings' methods on vector data; see the module docstring.
 
     Args:
         x_train, y_train: `[n, d]` features (standardised, as
             `keras_ils.experiments.data.datasets` loads them) and integer labels.
         x_validation, y_validation: the validation split: early stopping,
             every temperature, every selection.
+        settings: a `SearchSettings` (the methods, grids, MLP training, seed,
+            teacher folds, temperature fit). Defaults to `SearchSettings()`:
+            LS, ILS1, ILS2, ILS over the paper's grids with the paper's MLP.
         num_classes: `K`. Defaults to one more than the largest label.
-        methods: from `METHODS` (`"none"` is always trained: it is the
-            teacher). Defaults to `("ls", "ils1", "ils2", "ils")`.
-        search_space: `"paper"` (real-data grids), `"synthetic"` (appendix)
-            or `{hyperparameter: values}`. Defaults to `"paper"`.
-        fixed: `{hyperparameter: value}` that every method reading it uses
-            instead of searching it. Defaults to `None` (search all).
-        hidden_layers, units: the MLP. Defaults to `5` and `64` (the paper's).
-        learning_rate, batch_size, epochs, patience: the MLP recipe (Adam).
-            Defaults to the paper's `1e-2`, `32`, `500`, `10`.
-        seed: every model's initial weights and batch order. Defaults to `0`.
-        teacher_folds: `1` for the paper's teacher, `k >= 2` for out-of-fold
-            teacher logits from `k` cross-fitted teachers. Defaults to `1`.
-        temperature_estimator: `keras_ils.calibration.fit_temperature`'s
-            `estimator` for every temperature. Defaults to `"map"`.
         teacher_logits: optional `[n, K]` calibrated teacher logits on the
             training set to make the targets from instead of the teacher's
             own (e.g. read from a cache); not with `teacher_folds > 1`.
-        pool_size: models trained side by side (`train_mlps`' `pool_size`;
-            finished models' slots are refilled). Defaults to `64`, which
-            trained the paper's 180 digits students fastest on 2 CPU cores
-            (about 15 % faster than all of them at once; benchmarks/RESULTS.md).
-        jit_compile: `train_mlps`' `jit_compile`. Defaults to `"auto"`.
 
     Returns:
         A `StudentSearch`.
@@ -227,60 +282,39 @@ def search_students(
 
     >>> rng = np.random.default_rng(0)
     >>> x = rng.normal(size=(120, 4)).astype("float32"); y = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 1)
-    >>> search = search_students(x[:80], y[:80], x[80:], y[80:], methods=("ls", "ils"), epochs=5,
-    ...                          fixed={"p1": 0.9, "p2": 1.0}, hidden_layers=1, units=8)
+    >>> training = vectorised.MLPTraining(epochs=5, hidden_layers=1, units=8, pool_size=POOL_SIZE)
+    >>> settings = SearchSettings(methods=("ls", "ils"), fixed={"p1": 0.9, "p2": 1.0}, training=training)
+    >>> search = search_students(x[:80], y[:80], x[80:], y[80:], settings)
     >>> len(search.candidates), search.methods   # the teacher, 5 LS, 5 ILS (T over the paper's grid)
     (11, ('none', 'ls', 'ils'))
     >>> search.candidates[search.best("ils")][0]
     'ils'
     """
     started = time.time()
+    settings = settings or SearchSettings()
     x_train, y_train, x_validation, y_validation, num_classes = _checked_data(
         x_train, y_train, x_validation, y_validation, num_classes
     )
-    integer_at_least("teacher_folds", teacher_folds, 1)
-    if teacher_logits is not None and teacher_folds > 1:
+    if teacher_logits is not None and settings.teacher_folds > 1:
         raise ValueError("Arguments `teacher_logits` and `teacher_folds > 1` exclude each other: pass one.")
-    wanted = tuple(dict.fromkeys(("none",) + tuple(methods)))
-    grid = candidate_grid([m for m in wanted if m != "cls"], search_space, fixed)
-    training = vectorised.MLPTraining(
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        epochs=epochs,
-        patience=patience,
-        hidden_layers=hidden_layers,
-        units=units,
-        pool_size=pool_size,
-        jit_compile=jit_compile,
-    )
-    train = (x_train, y_train, num_classes)
-    validation = (x_validation, y_validation)
-
-    free = [c for c in grid if c[0] not in TEACHER_METHODS]  # the teacher first, then LS
-    if "cls" in wanted and not any(m == "ls" for m, _ in free):
-        free += [c for c in candidate_grid(("ls",), search_space, fixed)]  # cLS takes LS's choice of epsilon
-    first = _train_stage(train, validation, free, None, seed, training)
+    train, validation = (x_train, y_train, num_classes), (x_validation, y_validation)
+    free, taught, borrowers = _stages(settings)
+    first = _train_stage(train, validation, free, None, settings)
     val_logits = vectorised.mlp_logits(first.weights, x_validation)
-    teacher_fit = calibration.estimate_temperature(val_logits[0], y_validation, estimator=temperature_estimator)
+    estimator = settings.temperature_estimator
+    teacher_fit = calibration.estimate_temperature(val_logits[0], y_validation, estimator=estimator)
     folds_fit = None
     if teacher_logits is not None:
         teacher_logits = _checked_teacher_logits(teacher_logits, len(y_train), num_classes)
-    elif teacher_folds > 1:
-        teacher_logits, folds_fit = _out_of_fold_logits(
-            train, validation, teacher_folds, seed, temperature_estimator, training
-        )
+    elif settings.teacher_folds > 1:
+        teacher_logits, folds_fit = _out_of_fold_logits(train, validation, settings)
     else:
         raw = vectorised.mlp_logits([(k[:1], b[:1]) for k, b in first.weights], x_train)[0]
         teacher_logits = (raw / teacher_fit.temperature).astype(np.float32)
-
-    taught = [c for c in grid if c[0] in TEACHER_METHODS]
-    if "cls" in wanted:
-        ls = [i for i, (m, _) in enumerate(free) if m == "ls"]
-        epsilon = free[ls[int(np.argmin(_nll(val_logits[ls], y_validation)))]][1]["epsilon"]
-        taught.append(("cls", {"epsilon": epsilon}))
+    taught += _with_lent_values(borrowers, free, _nll(val_logits, y_validation), settings)
     candidates, weights, epochs_run = list(free), first.weights, first.epochs
     if taught:
-        second = _train_stage(train, validation, taught, teacher_logits, seed, training)
+        second = _train_stage(train, validation, taught, teacher_logits, settings)
         candidates += taught
         weights = [
             (np.concatenate([k1, k2]), np.concatenate([b1, b2]))
@@ -289,7 +323,7 @@ def search_students(
         epochs_run = np.concatenate([first.epochs, second.epochs])
         val_logits = np.concatenate([val_logits, vectorised.mlp_logits(second.weights, x_validation)])
     labels = np.broadcast_to(y_validation, val_logits.shape[:2])
-    temperatures = calibration.fit_temperatures(val_logits, labels, estimator=temperature_estimator)
+    temperatures = calibration.fit_temperatures(val_logits, labels, estimator=estimator)
     return StudentSearch(
         candidates=tuple(candidates),
         weights=weights,
@@ -300,11 +334,49 @@ def search_students(
         teacher_fit=teacher_fit,
         teacher_logits=teacher_logits,
         folds_fit=folds_fit,
-        teacher_folds=teacher_folds,
-        hidden_layers=hidden_layers,
-        units=units,
+        teacher_folds=settings.teacher_folds,
+        hidden_layers=settings.training.hidden_layers,
+        units=settings.training.units,
         seconds=time.time() - started,
     )
+
+
+def _stages(settings) -> tuple:
+    """`(first stage, second stage, borrowers)`: the candidates trained first (the teacher, then those needing no
+    teacher, LS among them, and the lenders the borrowers need), the teacher-reading ones trained on the teacher's
+    logits, and the methods that take a lender's choice (cLS takes LS's epsilon), trained last.
+
+    Example:
+
+    >>> free, taught, borrowers = _stages(SearchSettings(methods=("ils1", "cls"), search_space="synthetic"))
+    >>> sorted({m for m, _ in free}), len(taught), borrowers
+    (['ls', 'none'], 30, ['cls'])
+    """
+    teacher = methods.ids(selectable=False)[0]
+    wanted = tuple(dict.fromkeys((teacher,) + settings.methods))
+    borrowers = [m for m in wanted if methods.get(m).borrows]
+    grid = candidate_grid([m for m in wanted if m not in borrowers], settings.search_space, settings.fixed)
+    free = [c for c in grid if not methods.get(c[0]).reads_teacher]
+    needed = dict.fromkeys(methods.lender(name) for m in borrowers for name in methods.get(m).borrows)
+    for lender in needed:
+        if methods.get(lender).reads_teacher or lender not in methods.ids(engine=True):
+            raise invalid("methods", "borrowers whose lenders the engine trains before the teacher's targets", lender)
+        if not any(m == lender for m, _ in free):
+            free += candidate_grid((lender,), settings.search_space, settings.fixed)
+    return free, [c for c in grid if methods.get(c[0]).reads_teacher], borrowers
+
+
+def _with_lent_values(borrowers, free, val_nll, settings) -> list:
+    """The borrowers' candidates, each with its lenders' choices (their candidate of lowest validation NLL)."""
+    taught = []
+    for method in borrowers:
+        lent = {}
+        for name in methods.get(method).borrows:
+            rows = [i for i, (m, _) in enumerate(free) if m == methods.lender(name)]
+            lent[name] = free[rows[int(np.argmin(val_nll[rows]))]][1][name]
+        own = candidate_grid((method,), settings.search_space, settings.fixed)
+        taught += [(m, {**values, **lent}) for m, values in own]
+    return taught
 
 
 def _checked_data(x_train, y_train, x_validation, y_validation, num_classes):
@@ -336,42 +408,40 @@ def _checked_teacher_logits(teacher_logits, n, num_classes):
     return teacher_logits
 
 
+# The teacher rows a method's targets read, by its registry entry's `teacher`: none, the calibrated teacher's, or
+# cLS's class-similarity rows (`keras_ils.baselines`), one per example by its label.
+_TEACHER_ROWS = {
+    None: lambda x, labels, teacher_logits, num_classes: None,
+    "calibrated": lambda x, labels, teacher_logits, num_classes: teacher_logits,
+    "class_similarity": lambda x, labels, teacher_logits, num_classes: baselines.class_similarity_logits(
+        (x, labels), num_classes
+    )[labels],
+}
+
+
 def _targets(x, labels, teacher_logits, method, hyperparameters, num_classes):
-    """One candidate's `[n, K]` training targets, from `keras_ils.targets` (Dis: the teacher's probabilities)."""
-    if method == "dis":  # DistillationCrossEntropy(weight=1, both temperatures 1) on the calibrated logits
-        z = teacher_logits.astype(np.float64)
-        p = np.exp(z - z.max(axis=-1, keepdims=True))
-        return (p / p.sum(axis=-1, keepdims=True)).astype(np.float32)
-    if method == "cls":  # ILS2's split with a per-class teacher row (keras_ils.baselines)
-        teacher_logits = baselines.class_similarity_logits((x, labels), num_classes)[labels]
-        method = "ils2"
-    needs_teacher = method in ("ils1", "ils2", "ils")
-    return np.asarray(
-        ils_targets(
-            labels,
-            teacher_logits if needs_teacher else None,
-            method=method,
-            num_classes=None if needs_teacher else num_classes,
-            **hyperparameters,
-        ),
-        np.float32,
-    )
+    """One candidate's `[n, K]` training targets: its registry entry's `targets` on the one-hot labels and the
+    teacher rows it reads."""
+    entry = methods.get(method)
+    rows = _TEACHER_ROWS[entry.teacher](x, labels, teacher_logits, num_classes)
+    one_hot = np.eye(num_classes, dtype=np.float32)[labels]
+    return np.asarray(entry.targets(one_hot, rows, **hyperparameters), np.float32)
 
 
-def _train_stage(train, validation, configs, teacher_logits, seed, training):
-    """Every model of `configs` on the training set, in one call of the trainer, all from `seed`'s weights."""
+def _train_stage(train, validation, configs, teacher_logits, settings):
+    """Every model of `configs` on the training set, in one call of the trainer, all from the seed's weights."""
     x, y, num_classes = train
     x_validation, y_validation = validation
     targets = np.stack([_targets(x, y, teacher_logits, m, hp, num_classes) for m, hp in configs])
     count = len(configs)
-    seeds = [seed] * count
+    seeds = [settings.seed] * count
     return vectorised.train_mlps(
         np.broadcast_to(x, (count,) + x.shape),
         targets,
         np.broadcast_to(x_validation, (count,) + x_validation.shape),
         np.broadcast_to(y_validation, (count,) + y_validation.shape),
         seeds=seeds,
-        training=training,
+        training=settings.training,
     )
 
 
@@ -396,8 +466,9 @@ def fold_rows(labels, folds: int, seed: int) -> list:
     return [np.flatnonzero(assigned == fold) for fold in range(folds)]
 
 
-def _out_of_fold_logits(train, validation, folds, seed, estimator, training):
-    """`(calibrated out-of-fold logits [n, K], the joint TemperatureFit)` of `folds` cross-fitted teachers."""
+def _out_of_fold_logits(train, validation, settings):
+    """`(calibrated out-of-fold logits [n, K], the joint TemperatureFit)` of the settings' cross-fitted teachers."""
+    folds, seed, estimator = settings.teacher_folds, settings.seed, settings.temperature_estimator
     x, y, num_classes = train
     x_validation, y_validation = validation
     held_out = fold_rows(y, folds, seed)
@@ -417,7 +488,7 @@ def _out_of_fold_logits(train, validation, folds, seed, estimator, training):
             np.broadcast_to(x_validation, (count,) + x_validation.shape),
             np.broadcast_to(y_validation, (count,) + y_validation.shape),
             seeds=[seed] * count,
-            training=training,
+            training=settings.training,
         )
         for row, fold in enumerate(same_size):
             weights = [(k[row : row + 1], b[row : row + 1]) for k, b in trained.weights]
@@ -435,6 +506,3 @@ def _nll(logits, labels):
     log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     rows = np.broadcast_to(np.asarray(labels)[None, :, None], log_p.shape[:2] + (1,))
     return -np.take_along_axis(log_p, rows, axis=-1)[..., 0].mean(axis=-1)
-
-
-__all__ = ["METHODS", "StudentSearch", "candidate_grid", "fold_rows", "search_students"]

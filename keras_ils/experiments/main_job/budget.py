@@ -6,25 +6,31 @@ import math
 
 import numpy as np
 
-from keras_ils import tuning
-from keras_ils.experiments.main_job.config import METHOD_NAMES, TUNABLE_METHODS
+from keras_ils import methods
+from keras_ils.experiments.engine import students
+
+__all__ = ["HYPERBAND_FACTOR", "fixed_space", "grid_size", "hyperband_epochs", "planned_fits", "search_cost"]
 
 HYPERBAND_FACTOR = 3
 
 
-def _fixed_space(method, search_space, fixed) -> dict:
-    """`{hyperparameter: values}` that `method` tries: the grid's, one value where `fixed` has it."""
-    if method not in TUNABLE_METHODS:
+def fixed_space(method: str, search_space, fixed: dict) -> dict:
+    """`{hyperparameter: values}` that `method` tries: its grid's, one value where `fixed` has it; `{}` when it
+    tunes nothing (the values it borrows come from their lender's choice).
+
+    Example:
+
+    >>> fixed_space("ils2", "paper", {"epsilon": 0.1})
+    {'epsilon': (0.1,), 'temperature': (1.0, 2.0, 4.0, 8.0, 16.0)}
+    """
+    if not methods.get(method).tunable:
         return {}
-    space = (
-        tuning.make_search_space(method, search_space)
-        if isinstance(search_space, str)
-        else {name: tuple(search_space[name]) for name in tuning.METHOD_HYPERPARAMETERS[method]}
-    )
+    space = students.method_space(method, search_space)
     return {name: (fixed[name],) if name in fixed else values for name, values in space.items()}
 
 
-def _grid_size(space) -> int:
+def grid_size(space: dict) -> int:
+    """The number of points of a grid `{hyperparameter: values}` (1 for `{}`)."""
     return int(np.prod([len(values) for values in space.values()])) if space else 1
 
 
@@ -65,25 +71,25 @@ def _hyperband_rounds(max_epochs, factor=HYPERBAND_FACTOR):
             done = target
 
 
-def _planned_fits(space, algorithm, max_epochs, max_trials=None) -> int:
+def planned_fits(space, algorithm, max_epochs, max_trials=None) -> int:
     """How many `fit`s (KerasTuner trials) a search of `space` plans: the progress bar's share of it."""
-    if _grid_size(space) <= 1:
+    if grid_size(space) <= 1:
         return 1
     if algorithm == "hyperband":
         return sum(size for _, size, _ in _hyperband_rounds(max_epochs))
-    return min(max_trials or _grid_size(space), _grid_size(space))
+    return min(max_trials or grid_size(space), grid_size(space))
 
 
-def _search_cost(method, space, algorithm, max_epochs) -> str:
+def search_cost(method, space, algorithm, max_epochs) -> str:
     """The line `run` logs before a KerasTuner search: what it will train at most."""
-    candidates = _grid_size(space)
+    candidates, name = grid_size(space), methods.get(method).name
     if algorithm == "grid":
         return (
-            f"{METHOD_NAMES[method]}: the full grid, {candidates} models of up to {max_epochs} epochs "
+            f"{name}: the full grid, {candidates} models of up to {max_epochs} epochs "
             f"(at most {candidates * max_epochs} epochs)"
         )
     models_total, epochs_total = hyperband_epochs(max_epochs)
     return (
-        f"{METHOD_NAMES[method]}: Hyperband over {candidates} candidates, at most {models_total} models and "
+        f"{name}: Hyperband over {candidates} candidates, at most {models_total} models and "
         f"{epochs_total} epochs (= {epochs_total / max_epochs:.1f} full trainings; --search full: {candidates})"
     )

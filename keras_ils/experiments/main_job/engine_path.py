@@ -1,15 +1,37 @@
-"""`run` on a plain MLP on vectors: every candidate at once by the vectorised engine."""
+"""`run` on a plain MLP on vectors: every candidate at once by the vectorised engine, the rest by `model.fit`.
+
+The methods whose targets are fixed per example (`keras_ils.methods.Method.engine`:
+No LS, LS, ILS1, ILS2, ILS, Dis, cLS) train all their candidates side by
+side in `keras_ils.experiments.engine.students.search_students`. The others
+(BS_Soft and Beta, whose targets depend on the student) train by
+`model.fit` from the same seed's initial weights, after the engine, with
+the values they borrow taken from the engine's choices; one with several
+candidates of its own is searched by KerasTuner (`keras_path.train_student`).
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
+from keras_ils import methods
 from keras_ils.calibration import estimate_temperature
-from keras_ils.experiments.engine import students
-from keras_ils.experiments.main_job import fitting
-from keras_ils.experiments.main_job.config import METHOD_NAMES
-from keras_ils.experiments.main_job.fitting import _scaled, _student_setup
-from keras_ils.experiments.main_job.report import _record_calibrated, _record_student
+from keras_ils.experiments.engine import students, vectorised
+from keras_ils.experiments.main_job.fitting import Setup, scaled
+from keras_ils.experiments.main_job.keras_path import (
+    ALGORITHMS,
+    SearchSpec,
+    Students,
+    lenders,
+    lent_by,
+    search_order,
+    teacher_method,
+    train_student,
+)
+from keras_ils.experiments.main_job.report import Report, record_calibrated, record_student
 from keras_ils.experiments.zoo import models
-from keras_ils.teacher import compute_teacher_logits
+from keras_ils.teacher import TeacherLogits, compute_teacher_logits
+
+__all__ = ["record_engine_method", "run_engine", "search_settings"]
 
 
 def _arrays(dataset):
@@ -18,67 +40,99 @@ def _arrays(dataset):
     return x.numpy(), y.numpy()
 
 
-def _run_engine(setup, report, methods, fixed, search_space, teacher_folds, teacher_cache, log):
-    """Every student by `students.search_students`; BS_Soft and Beta by `model.fit`. Returns header items."""
-    splits, recipe = setup.splits, setup.recipe
-    engine_methods = tuple(m for m in methods if m in students.METHODS)
-    keras_methods = tuple(m for m in methods if m not in students.METHODS)
-    searched = engine_methods + (("ls",) if keras_methods and "ls" not in engine_methods else ())
-    (x_train, y_train), (x_val, y_val) = _arrays(splits.train), _arrays(splits.validation)
-    if log:
-        log("Training every candidate side by side (vectorised engine)")
-    found = students.search_students(
-        x_train,
-        y_train,
-        x_val,
-        y_val,
-        num_classes=splits.num_classes,
-        methods=searched,
-        search_space=search_space,
-        fixed=fixed,
-        hidden_layers=models.mlp_shape(setup.model_name)[0],
-        units=models.mlp_shape(setup.model_name)[1],
+def search_settings(setup: Setup, searched) -> students.SearchSettings:
+    """The engine's settings for `searched` methods from the run's: the grids, the fixed values, the MLP recipe."""
+    config = setup.config
+    hidden_layers, units = models.mlp_shape(config.model_name)
+    recipe = config.recipe
+    training = vectorised.MLPTraining(
         learning_rate=recipe.learning_rate,
         batch_size=recipe.batch_size,
         epochs=recipe.epochs,
         patience=recipe.patience,
-        seed=setup.seed,
-        teacher_folds=teacher_folds,
-        temperature_estimator=setup.temperature_estimator,
+        hidden_layers=hidden_layers,
+        units=units,
+        pool_size=students.POOL_SIZE,
     )
-    if log:
-        log(f"{len(found.candidates)} models trained in {found.seconds:.1f} s (vectorised engine)")
-    trained = {}
-    for method in keras_methods:  # from the seed's initial weights, like every candidate of the search
-        epsilon = found.candidates[found.best("ls")][1]["epsilon"]
-        loss, train_set, used = _student_setup(method, splits, None, None, {"epsilon": epsilon})
-        fits = [report.progress.fits(METHOD_NAMES[method], 1)]
-        trained[method] = fitting._train_model(setup, loss, train_set, setup.seed, fits), used
-    report.progress.rows((1 + len(methods)) * (1 + len(set(setup.calibrators) | {"ts"})))  # as trained, TempS, maps
-    teacher = found.keras_model(0)
-    report.record("No LS", None, teacher, {})
-    report.record("No LS + TempS", found.teacher_fit, _scaled(teacher, found.teacher_fit.temperature), {})
-    _record_calibrated(setup, report, "No LS", teacher, {})
+    return students.SearchSettings(
+        methods=tuple(searched),
+        search_space=config.search_space,
+        fixed=setup.fixed,
+        training=training,
+        seed=config.seed,
+        teacher_folds=config.teacher_folds,
+        temperature_estimator=config.temperature_estimator,
+    )
+
+
+def run_engine(setup: Setup, report: Report) -> dict:
+    """Every engine method's candidates by `students.search_students`, the others by `model.fit`; their rows.
+    Returns header items."""
+    config, splits = setup.config, setup.splits
+    engine_methods = tuple(m for m in config.methods if methods.get(m).engine)
+    others = tuple(m for m in config.methods if not methods.get(m).engine)
+    searched = engine_methods + tuple(m for m in lenders(others) if m not in engine_methods)
+    (x_train, y_train), validation = _arrays(splits.train), _arrays(splits.validation)
+    if config.log:
+        config.log("Training every candidate side by side (vectorised engine)")
+    found = students.search_students(
+        x_train, y_train, *validation, search_settings(setup, searched), num_classes=splits.num_classes
+    )
+    if config.log:
+        config.log(f"{len(found.candidates)} models trained in {found.seconds:.1f} s (vectorised engine)")
+    teacher_logits = TeacherLogits(found.teacher_logits, np.asarray(y_train, np.int64), None)
+    trained = _train_others(setup, report, found, others, teacher_logits)
+    report.progress.rows((1 + len(config.methods)) * (1 + len(set(config.calibrators) | {"ts"})))  # raw, TempS, maps
+    _record_teacher(setup, report, found)
     for method in engine_methods:
-        _record_engine_method(setup, report, found, method, (x_val, y_val))
-    for method, (student, used) in trained.items():
-        _record_student(setup, report, METHOD_NAMES[method], student, used)
-    if teacher_cache is not None:  # the calibrated teacher's logits, kept (or checked against the file) for reuse
+        record_engine_method(setup, report, found, method, validation)
+    for method in others:
+        student, used, extra = trained[method]
+        record_student(setup, report, methods.get(method).name, student, used, **extra)
+    if config.teacher_cache is not None:  # the calibrated teacher's logits, kept (or checked against the file)
         compute_teacher_logits(
-            found.keras_model(0), splits.train, temperature=found.teacher_fit.temperature, cache_path=teacher_cache
+            found.keras_model(0),
+            splits.train,
+            temperature=found.teacher_fit.temperature,
+            cache_path=config.teacher_cache,
         )
     header = dict(teacher_fit=found.teacher_fit, engine="vectorised", models_trained=len(found.candidates))
-    header.update(search_seconds=round(found.seconds, 2), teacher_folds=teacher_folds)
+    header.update(search_seconds=round(found.seconds, 2), teacher_folds=config.teacher_folds)
     if found.folds_fit is not None:
         header.update(folds_temperature=found.folds_fit.temperature, folds_temperature_status=found.folds_fit.status)
     return header
 
 
-def _record_engine_method(setup, report, found, method, validation):
+def _train_others(setup, report, found, others, teacher_logits) -> dict:
+    """`{method: (student, reported settings, search facts)}` of the methods the engine cannot train, each from the
+    seed's initial weights like every candidate of the engine, with what it borrows from the engine's choices."""
+    chosen = dict(setup.fixed)
+    for method in found.methods:
+        for name in lent_by(method):  # LS's epsilon, for Beta
+            chosen.setdefault(name, found.candidates[found.best(method)][1][name])
+    spec = SearchSpec(setup, ALGORITHMS[setup.config.search], None, setup.config.directory)
+    trainer = Students(setup, report, teacher_logits, spec, keep=False)
+    trained = {}
+    for method in (m for m in search_order(others) if m not in found.methods):  # the engine trained the lenders
+        trained[method] = train_student(trainer, method, chosen)
+        for name in lent_by(method):
+            chosen.setdefault(name, trained[method][1][name])
+    return trained
+
+
+def _record_teacher(setup, report, found):
+    """The teacher's rows: as trained, temperature-scaled by its `T*`, and the other calibrators'."""
+    name, teacher = methods.get(teacher_method()).name, found.keras_model(0)
+    report.record(name, None, teacher, {})
+    report.record(f"{name} + TempS", found.teacher_fit, scaled(teacher, found.teacher_fit.temperature), {})
+    record_calibrated(setup, report, name, teacher, {})
+
+
+def record_engine_method(setup: Setup, report: Report, found, method: str, validation) -> None:
     """A searched method's rows: its best candidate as trained, its best after temperature scaling, and the
     other calibrators' rows of the first."""
     x_val, y_val = validation
-    name, count = METHOD_NAMES[method], len(found.indices(method))
+    name, count = methods.get(method).name, len(found.indices(method))
     for temps in (False, True):
         index = found.best(method, temps=temps)
         extra = {
@@ -90,7 +144,7 @@ def _record_engine_method(setup, report, found, method, validation):
             report.record(name, None, model, hyperparameters, **extra)
             chosen = (model, hyperparameters, extra)
             continue
-        fit = estimate_temperature(found.logits(x_val, index), y_val, estimator=setup.temperature_estimator)
-        report.record(f"{name} + TempS", fit, _scaled(model, fit.temperature), hyperparameters, **extra)
+        fit = estimate_temperature(found.logits(x_val, index), y_val, estimator=setup.config.temperature_estimator)
+        report.record(f"{name} + TempS", fit, scaled(model, fit.temperature), hyperparameters, **extra)
     model, hyperparameters, extra = chosen
-    _record_calibrated(setup, report, name, model, hyperparameters, **extra)
+    record_calibrated(setup, report, name, model, hyperparameters, **extra)

@@ -1,4 +1,11 @@
-"""One network of the main job: its setup, built, trained by `model.fit`, calibrated, saved and loaded."""
+"""One network of the main job: its setup, its loss and data from the registry, trained, calibrated, saved, loaded.
+
+`Setup` is a `RunConfig` completed for one dataset (recipe, strategy, search
+space, fixed values). `student_setup` builds a method's loss and training
+set from its `keras_ils.methods` entry: the entry's `teacher` says which
+teacher rows its targets carry (`TRAINING_SETS`), its `loss` builds the loss
+and its `reported` says what the results table shows.
+"""
 
 from __future__ import annotations
 
@@ -9,83 +16,81 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_ils import baselines, data, distillation
+from keras_ils import baselines, data, methods
 from keras_ils import metrics as _metrics
-from keras_ils._checks import invalid
-from keras_ils.calibration import ESTIMATORS, TemperatureScaling, calibrate
-from keras_ils.experiments.engine import training
-from keras_ils.experiments.main_job.config import (
-    BASELINE_SETTINGS,
-    CALIBRATORS,
-    STUDENT_METHODS,
-    _method_hyperparameters,
-)
+from keras_ils.calibration import TemperatureScaling, calibrate
+from keras_ils.experiments.engine import students, training
+from keras_ils.experiments.main_job.config import RunConfig, default_hyperparameters
 from keras_ils.experiments.zoo import models
-from keras_ils.losses import ILSLoss
 
-
-def _student_setup(method, splits, teacher_logits, train_with_teacher, hyperparameters):
-    """`(loss, training dataset, reported settings)` of one student method."""
-    if method in STUDENT_METHODS:
-        used = _method_hyperparameters(method, hyperparameters)
-        return ILSLoss(method=method, **used), train_with_teacher, used
-    if method == "dis":
-        settings = BASELINE_SETTINGS["dis"]
-        return distillation.DistillationCrossEntropy(**settings), train_with_teacher, settings
-    if method == "cls":
-        rows = baselines.class_similarity_logits(splits.train, splits.num_classes)
-        class_rows = teacher_logits._replace(logits=rows[teacher_logits.labels])  # keeps the label check
-        train_set = data.with_teacher_targets(splits.train, class_rows)
-        used = {"epsilon": hyperparameters["epsilon"]}
-        return ILSLoss(method="ils2", **used), train_set, used
-    if method == "bs_soft":
-        settings = BASELINE_SETTINGS["bs_soft"]
-        return baselines.BootstrapSoftLoss(**settings), splits.train, settings
-    alpha = BASELINE_SETTINGS["beta"]["alpha"]
-    a = baselines.beta_shape_for_epsilon(hyperparameters["epsilon"], splits.num_classes, alpha)
-    settings = {"alpha": alpha, "a": round(a, 4), "epsilon": hyperparameters["epsilon"]}
-    return baselines.BetaSmoothingLoss(alpha=alpha, a=a), splits.train, settings
+__all__ = [
+    "TRAINING_SETS",
+    "Setup",
+    "calibrated",
+    "compiled_model",
+    "fit_network",
+    "keras_tuner_role",
+    "load_model",
+    "save_model",
+    "scaled",
+    "student_setup",
+    "train_model",
+    "uses_engine",
+    "wait_for",
+]
 
 
 @dataclasses.dataclass(frozen=True)
-class _Setup:
-    """What every model of one `run` or `tune` shares."""
+class Setup:
+    """What every model of one `run` or `tune` shares: the data, the completed config, the validation batches.
 
-    splits: object  # a keras_ils.experiments.data.datasets.Splits
-    model_name: str
-    recipe: training.Recipe
-    strategy: tf.distribute.Strategy
-    validation: tf.data.Dataset  # batched: the early-stopping monitor of searches, and where TempS is fitted
-    seed: int
-    verbose: int
-    temperature_estimator: str  # keras_ils.calibration.fit_temperature's `estimator`, for every "+ TempS" row
-    calibrators: tuple = ("ts",)  # keys of CALIBRATORS: the calibrated rows each model gets
+    Attributes:
+        splits: a `keras_ils.experiments.data.datasets.Splits`.
+        config: the `RunConfig` with `recipe`, `strategy`, `search_space` and
+            `directory` filled in for these data.
+        validation: the batched validation split: the early-stopping monitor
+            of searches, and where every calibration is fitted.
+        fixed: `{hyperparameter: value}` that every method reading it uses
+            (with `tune=False`, every hyperparameter of the chosen methods).
+    """
+
+    splits: object
+    config: RunConfig
+    validation: tf.data.Dataset
+    fixed: dict
 
     @classmethod
-    def make(
-        cls, splits, model_name, recipe, strategy, seed, verbose, temperature_estimator="map", calibrators=("ts",)
-    ):
-        """Fills in the defaults: the paper's recipe for the model and data, the current strategy."""
-        if temperature_estimator not in ESTIMATORS:
-            raise invalid("temperature_estimator", f"one of {ESTIMATORS}", temperature_estimator)
-        if not calibrators or any(c not in CALIBRATORS for c in calibrators):
-            raise invalid("calibrators", f"a non-empty subset of {tuple(CALIBRATORS)}", calibrators)
-        return cls(
-            splits,
-            model_name,
-            recipe or training.recipe_for(model_name, splits.name),
-            strategy or tf.distribute.get_strategy(),
-            training.evaluation_pipeline(splits.validation),
-            seed,
-            verbose,
-            temperature_estimator,
-            tuple(dict.fromkeys(calibrators)),
+    def make(cls, splits, config: RunConfig) -> Setup:
+        """Fills in the defaults: the paper's recipe for the model and data, the current strategy, the grids."""
+        search_space = config.search_space or ("synthetic" if splits.name == "synthetic" else "paper")
+        directory = config.directory
+        if directory is None and config.output_dir is not None:
+            directory = os.path.join(config.output_dir, "search")
+        model_name = config.model_for(splits)
+        recipe = config.recipe or training.recipe_for(
+            model_name, splits.name, epochs=config.epochs, batch_size=config.batch_size
         )
+        config = dataclasses.replace(
+            config,
+            model_name=model_name,
+            recipe=recipe,
+            strategy=config.strategy or tf.distribute.get_strategy(),
+            search_space=search_space,
+            directory=directory,
+        )
+        fixed = dict(config.hyperparameters)
+        if not config.tune:
+            fixed = default_hyperparameters(splits.name, **fixed)
+            for method in config.methods:  # a registered method's own hyperparameters: its grid's first value
+                space = students.method_space(method, search_space) if methods.get(method).tunable else {}
+                fixed.update({name: values[0] for name, values in space.items() if name not in fixed})
+        return cls(splits, config, training.evaluation_pipeline(splits.validation), fixed)
 
     def header(self, teacher_fit, **settings) -> dict:
         """The head of `results.json`: what ran, the teacher's `T*` and its fit, `settings`, then the recipe."""
-        recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self.recipe).items()}
-        head = {"dataset": self.splits.name, "model": self.model_name, "seed": self.seed}
+        config = self.config
+        recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config.recipe).items()}
+        head = {"dataset": self.splits.name, "model": config.model_name, "seed": config.seed}
         teacher = {
             "teacher_temperature": teacher_fit.temperature,
             "teacher_temperature_status": teacher_fit.status,
@@ -95,13 +100,13 @@ class _Setup:
         return {**head, **teacher, **settings, "recipe": recipe}
 
 
-def uses_engine(setup) -> bool:
+def uses_engine(setup: Setup) -> bool:
     """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP (`mlp`, `mlp-D-W`) on
     vectors by the Adam MLP recipe. The engine runs on one device (TensorFlow's default, a GPU when there is
-    one), whatever `setup.strategy` is: its models are small and many, not large."""
-    recipe = setup.recipe
+    one), whatever the strategy is: its models are small and many, not large."""
+    recipe = setup.config.recipe
     return (
-        models.mlp_shape(setup.model_name) is not None
+        models.mlp_shape(setup.config.model_name) is not None
         and len(setup.splits.input_shape) == 1
         and recipe.optimizer == "adam"
         and not recipe.weight_decay
@@ -110,7 +115,33 @@ def uses_engine(setup) -> bool:
     )
 
 
-def _scaled(model, temperature):
+def _class_similarity_set(splits, teacher_logits):
+    """cLS's rows (`keras_ils.baselines.class_similarity_logits`), one per example by its label."""
+    rows = baselines.class_similarity_logits(splits.train, splits.num_classes)
+    class_rows = teacher_logits._replace(logits=rows[teacher_logits.labels])  # keeps the label check
+    return data.with_teacher_targets(splits.train, class_rows)
+
+
+# The training set of each teacher source of the registry (`keras_ils.methods.Method.teacher`), from the splits and
+# the calibrated teacher's `keras_ils.teacher.TeacherLogits` on the training split.
+TRAINING_SETS = {
+    None: lambda splits, teacher_logits: splits.train,
+    "calibrated": lambda splits, teacher_logits: data.with_teacher_targets(splits.train, teacher_logits),
+    "class_similarity": _class_similarity_set,
+}
+
+
+def student_setup(setup: Setup, method: str, teacher_logits, values: dict) -> tuple:
+    """`(loss, unbatched training set, reported settings)` of one student of `method` with hyperparameter `values`
+    (a superset of what it reads: its own hyperparameters and those it borrows)."""
+    entry = methods.get(method)
+    used = {name: values[name] for name in (*entry.hyperparameters, *entry.borrows)}
+    num_classes = setup.splits.num_classes
+    train_set = TRAINING_SETS[entry.teacher](setup.splits, teacher_logits)
+    return entry.loss(num_classes, **used), train_set, entry.reported(num_classes, **used)
+
+
+def scaled(model, temperature):
     """`model` followed by a fixed `TemperatureScaling(temperature)`."""
     return keras.Sequential(
         [keras.Input(model.input_shape[1:]), model, TemperatureScaling(temperature, trainable=False)],
@@ -118,29 +149,30 @@ def _scaled(model, temperature):
     )
 
 
-def _keras_tuner_role():
+def keras_tuner_role():
     """`None` outside KerasTuner's distributed mode, else `"chief"` or `"worker"`."""
     if "KERASTUNER_ORACLE_IP" not in os.environ:
         return None
     return "chief" if os.environ.get("KERASTUNER_TUNER_ID") == "chief" else "worker"
 
 
-def _load_model(path, strategy):
+def load_model(path, strategy):
+    """`keras.saving.load_model(path)` in `strategy`'s scope."""
     with strategy.scope():
         return keras.saving.load_model(path)
 
 
-def _wait_for(teacher_path, strategy, timeout=3600.0):
+def wait_for(teacher_path, strategy, timeout=3600.0):
     """A worker waits (like KerasTuner's own client, up to an hour) for the chief's saved teacher."""
     deadline = time.monotonic() + timeout
     while not os.path.exists(teacher_path):
         if time.monotonic() > deadline:
             raise ValueError(f"No teacher appeared at {teacher_path} within {timeout:.0f} s; is the chief running?")
         time.sleep(1.0)
-    return _load_model(teacher_path, strategy)
+    return load_model(teacher_path, strategy)
 
 
-def _save_model(model, path):
+def save_model(model, path):
     """`model.save(path)` through a temporary file, so a crash leaves no half-written model."""
     temporary = os.path.join(os.path.dirname(path), f".{os.getpid()}.{os.path.basename(path)}")
     try:
@@ -151,13 +183,13 @@ def _save_model(model, path):
             os.remove(temporary)
 
 
-def _compiled_model(setup, loss=None):
+def compiled_model(setup: Setup, loss=None):
     """`setup`'s network with the recipe's weight decay on its kernels, compiled with the recipe's optimizer."""
-    splits, recipe = setup.splits, setup.recipe
-    with setup.strategy.scope():
-        model = models.build(setup.model_name, splits.num_classes, splits.input_shape, recipe.weight_decay)
+    splits, config = setup.splits, setup.config
+    with config.strategy.scope():
+        model = models.build(config.model_name, splits.num_classes, splits.input_shape, config.recipe.weight_decay)
         model.compile(
-            optimizer=recipe.build_optimizer(),
+            optimizer=config.recipe.build_optimizer(),
             loss=loss,
             metrics=[_metrics.TopLabelAccuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
         )
@@ -181,28 +213,37 @@ def train_model(splits, model_name: str, loss, train_set, *, recipe=None, seed: 
     Returns:
         The compiled, trained Keras model (logits out), at its best validation epoch.
     """
-    setup = _Setup.make(splits, model_name, recipe, strategy, seed, verbose)
-    return _train_model(setup, loss, train_set, seed)
+    config = RunConfig(model_name, recipe=recipe, strategy=strategy, seed=seed, verbose=verbose)
+    return fit_network(Setup.make(splits, config), loss, train_set)
 
 
-def _train_model(setup, loss, train_set, model_seed, callbacks=()):
-    keras.utils.set_random_seed(model_seed)
-    model = _compiled_model(setup, loss)
-    validation, verbose = setup.splits.validation, setup.verbose
+def fit_network(setup: Setup, loss, train_set, callbacks=()):
+    """A new network of `setup` (initial weights from its seed) trained on `train_set` by `model.fit`.
+
+    Every student and teacher of `run` and `tune` outside a KerasTuner search
+    is trained here: the recipe's optimizer, batches and schedule, early
+    stopping on the validation NLL with the best epoch restored.
+
+    Returns:
+        The compiled, trained Keras model (logits out).
+    """
+    config = setup.config
+    keras.utils.set_random_seed(config.seed)
+    model = compiled_model(setup, loss)
     training.fit(
         model,
         train_set,
-        validation,
-        setup.recipe,
+        setup.splits.validation,
+        config.recipe,
         monitor="val_nll",
-        seed=model_seed,
-        verbose=verbose,
+        seed=config.seed,
+        verbose=config.verbose,
         callbacks=callbacks,
     )
     return model
 
 
-def _calibrated(model, setup):
+def calibrated(model, setup: Setup):
     """`(model followed by its fitted TemperatureScaling, the TemperatureFit)`."""
-    with setup.strategy.scope():
-        return calibrate(model, setup.validation, estimator=setup.temperature_estimator, return_fit=True)
+    with setup.config.strategy.scope():
+        return calibrate(model, setup.validation, estimator=setup.config.temperature_estimator, return_fit=True)

@@ -1,4 +1,11 @@
-"""`run` and `tune` by KerasTuner: the teacher, one search per method, the single-fit students."""
+"""`run` and `tune` by `model.fit` and KerasTuner: the teacher, one search per method, the single-fit students.
+
+Every model here is a Keras model trained by `model.fit`: the teacher, each
+student of a method with one candidate (`train_student`), and each trial of
+a method's KerasTuner search (`search`). The searches, the teacher and the
+single-fit students are kept in the search directory, so a killed run
+resumes where it stopped (`keras_ils.experiments.main_job.resume`).
+"""
 
 from __future__ import annotations
 
@@ -7,133 +14,197 @@ import os
 
 import keras
 
-from keras_ils import data, tuning
+from keras_ils import methods, tuning
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job import fitting
-from keras_ils.experiments.main_job.budget import _fixed_space, _grid_size, _planned_fits, _search_cost
-from keras_ils.experiments.main_job.config import METHOD_NAMES, TUNABLE_METHODS
-from keras_ils.experiments.main_job.fitting import (
-    _calibrated,
-    _compiled_model,
-    _load_model,
-    _save_model,
-    _Setup,
-    _student_setup,
-)
-from keras_ils.experiments.main_job.report import _record_calibrated, _record_student
-from keras_ils.experiments.main_job.resume import _same_search_settings, _single_fit_student, _student_settings
-from keras_ils.losses import ILSLoss
-from keras_ils.teacher import compute_teacher_logits
+from keras_ils.experiments.main_job.budget import fixed_space, grid_size, planned_fits, search_cost
+from keras_ils.experiments.main_job.fitting import TRAINING_SETS, Setup, calibrated, student_setup
+from keras_ils.experiments.main_job.report import Report, record_calibrated, record_student
+from keras_ils.experiments.main_job.resume import same_search_settings, single_fit_student, student_settings
+from keras_ils.teacher import TeacherLogits, compute_teacher_logits
+
+__all__ = [
+    "ALGORITHMS",
+    "SearchSpec",
+    "Students",
+    "lenders",
+    "lent_by",
+    "run_keras",
+    "search",
+    "search_order",
+    "teacher_method",
+    "teacher_stage",
+    "train_student",
+]
+
+ALGORITHMS = {"budget": "hyperband", "full": "grid"}  # run's `search` as KerasTuner algorithms
 
 
 @dataclasses.dataclass(frozen=True)
-class _SearchSpec:
-    """The searches of one `tune`: one KerasTuner project per method in `directory`, all alike but the loss."""
+class SearchSpec:
+    """The searches of one run: one KerasTuner project per method in `directory`, all alike but the loss."""
 
-    setup: _Setup
-    search_space: object  # "paper", "synthetic" or a dict (keras_ils.tuning.make_search_space)
+    setup: Setup
     algorithm: str
     max_trials: int | None
     directory: str
 
 
-def _run_keras(setup, report, methods, fixed, search_space, search, directory, teacher_cache, log):
+@dataclasses.dataclass(frozen=True)
+class Students:
+    """What the students trained by `model.fit` share: the run, its report, the teacher's rows and the searches.
+
+    Attributes:
+        setup: the run's `Setup`.
+        report: the run's `Report` (its progress counts the fits).
+        teacher_logits: the calibrated teacher's `keras_ils.teacher.TeacherLogits`
+            on the training split.
+        spec: where and how methods with several candidates are searched.
+        keep: whether single-fit students are kept in the search directory
+            (`resume.single_fit_student`), so that a rerun loads them.
+    """
+
+    setup: Setup
+    report: Report
+    teacher_logits: TeacherLogits
+    spec: SearchSpec
+    keep: bool
+
+
+def teacher_method() -> str:
+    """The registry's entry trained in every run, the teacher of the others (No LS)."""
+    return methods.ids(selectable=False)[0]
+
+
+def lenders(chosen) -> tuple:
+    """The methods whose choices the methods `chosen` borrow (`keras_ils.methods.Method.borrows`), e.g. LS for cLS."""
+    return tuple(dict.fromkeys(methods.lender(name) for m in chosen for name in methods.get(m).borrows))
+
+
+def lent_by(method: str) -> tuple:
+    """The hyperparameters whose chosen value `method` lends (`keras_ils.methods.lender`): LS's epsilon."""
+    names = methods.get(method).hyperparameters
+    return names if len(names) == 1 and methods.lender(names[0]) == method else ()
+
+
+def search_order(chosen) -> list:
+    """The order `run` trains `chosen` in by `model.fit`: the lenders of any method first (LS: cLS and Beta take
+    its epsilon), added if a method of `chosen` borrows from them and they are not chosen."""
+    lending = lenders(methods.ids())
+    order = sorted(chosen, key=lambda m: m not in lending)
+    return [m for m in lenders(chosen) if m not in chosen] + order
+
+
+def run_keras(setup: Setup, report: Report) -> dict:
     """The teacher and each single-fit student by `model.fit`, each searched method by a KerasTuner search, all kept
-    in `directory` (a rerun resumes). Returns header items."""
-    splits = setup.splits
-    os.makedirs(directory, exist_ok=True)
-    _same_search_settings(directory, setup)
-    teacher_scaled, teacher_fit = _teacher_stage(setup, report, saved_at=os.path.join(directory, "teacher.keras"))
-    teacher_logits = compute_teacher_logits(
-        teacher_scaled, splits.train, cache_path=teacher_cache or os.path.join(directory, "teacher_logits.npz")
-    )
-    train_with_teacher = data.with_teacher_targets(splits.train, teacher_logits)
-    algorithm = "hyperband" if search == "budget" else "grid"
-    chosen = dict(fixed)
-    for method in _search_order(methods):
-        space = _fixed_space(method, search_space, fixed)
-        fits = report.progress.fits(METHOD_NAMES[method], _planned_fits(space, algorithm, setup.recipe.epochs))
-        if method in TUNABLE_METHODS and _grid_size(space) > 1:
-            if log:
-                log(_search_cost(method, space, algorithm, setup.recipe.epochs))
-            spec = _SearchSpec(setup, space, algorithm, None, directory)
-            tuner = _search(spec, method, teacher_scaled, [fits])
-            best_trial = tuner.oracle.get_best_trials(1)[0]
-            used = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
-            found = {
-                "candidates": _grid_size(space),
-                "trials": len(tuner.oracle.trials),
-                "search_val_nll": best_trial.score,
-            }
-            student = tuning.best_student(tuner)
-        else:
-            values = {name: values[0] for name, values in space.items()}
-            loss, train_set, used = _student_setup(
-                method, splits, teacher_logits, train_with_teacher, {**chosen, **values}
-            )
-            settings = _student_settings(setup, method, used, teacher_logits)
-            saved_at = os.path.join(directory, f"student_{method}.keras")
-            found, student = {}, _single_fit_student(setup, loss, train_set, [fits], saved_at, settings)
-        report.progress.stage_done()
-        if method == "ls":
-            chosen.setdefault("epsilon", used["epsilon"])
-        if method in methods:
-            _record_student(setup, report, METHOD_NAMES[method], student, used, **found)
-    return dict(
-        teacher_fit=teacher_fit,
-        engine="keras-tuner",
-        algorithm=algorithm if any(m in TUNABLE_METHODS for m in methods) else None,
-    )
+    in the search directory (a rerun resumes). Returns header items."""
+    config = setup.config
+    os.makedirs(config.directory, exist_ok=True)
+    same_search_settings(config.directory, setup)
+    teacher_scaled, teacher_fit = teacher_stage(setup, report, saved_at=os.path.join(config.directory, "teacher.keras"))
+    cache = config.teacher_cache or os.path.join(config.directory, "teacher_logits.npz")
+    teacher_logits = compute_teacher_logits(teacher_scaled, setup.splits.train, cache_path=cache)
+    spec = SearchSpec(setup, ALGORITHMS[config.search], None, config.directory)
+    students = Students(setup, report, teacher_logits, spec, keep=True)
+    chosen = dict(setup.fixed)
+    for method in search_order(config.methods):
+        student, used, found = train_student(students, method, chosen)
+        for name in lent_by(method):  # LS's epsilon, for cLS and Beta
+            chosen.setdefault(name, used[name])
+        if method in config.methods:
+            record_student(setup, report, methods.get(method).name, student, used, **found)
+    tuned = any(methods.get(m).tunable for m in config.methods)
+    return dict(teacher_fit=teacher_fit, engine="keras-tuner", algorithm=spec.algorithm if tuned else None)
 
 
-def _search_order(methods) -> list:
-    """The order `run` trains `methods` in by KerasTuner: LS first (cLS and Beta take its epsilon), added if they
-    need it and it is not asked for."""
-    order = sorted(methods, key=lambda m: m != "ls")
-    if any(m in ("cls", "beta") for m in methods) and "ls" not in methods:
-        order = ["ls"] + order
-    return order
+def train_student(students: Students, method: str, values: dict) -> tuple:
+    """One method's student: the best of its KerasTuner search when it has several candidates, else one `model.fit`.
+
+    Args:
+        students: what the run's students share.
+        method: a registered id.
+        values: `{hyperparameter: value}` fixed for it, and the values it borrows.
+
+    Returns:
+        `(student as trained, its reported settings, search facts for its row)`.
+    """
+    setup, entry = students.setup, methods.get(method)
+    epochs = setup.config.recipe.epochs
+    space = fixed_space(method, setup.config.search_space, values)
+    fits = students.report.progress.fits(entry.name, planned_fits(space, students.spec.algorithm, epochs))
+    if grid_size(space) > 1:
+        if setup.config.log:
+            setup.config.log(search_cost(method, space, students.spec.algorithm, epochs))
+        os.makedirs(students.spec.directory, exist_ok=True)
+        same_search_settings(students.spec.directory, setup)  # a resumed search must be this run's
+        train_set = TRAINING_SETS[entry.teacher](setup.splits, students.teacher_logits)
+        borrowed = {name: values[name] for name in entry.borrows}
+        tuner = search(students.spec, method, space, train_set, [fits], borrowed)
+        best_trial = tuner.oracle.get_best_trials(1)[0]
+        used = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
+        found = {"candidates": grid_size(space), "trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}
+        student = tuning.best_student(tuner)
+        used = entry.reported(setup.splits.num_classes, **used, **borrowed)
+    else:
+        one = {name: candidates[0] for name, candidates in space.items()}
+        loss, train_set, used = student_setup(setup, method, students.teacher_logits, {**values, **one})
+        found, student = {}, _single_fit(students, method, loss, train_set, used, [fits])
+    students.report.progress.stage_done()
+    return student, used, found
 
 
-def _teacher_stage(setup, report, saved_at=None):
+def _single_fit(students, method, loss, train_set, used, callbacks):
+    """A student of one `model.fit`: kept in (and reloaded from) the search directory when `students.keep`."""
+    setup = students.setup
+    if not students.keep:
+        return fitting.fit_network(setup, loss, train_set, callbacks)
+    settings = student_settings(setup, method, used, students.teacher_logits)
+    saved_at = os.path.join(students.spec.directory, f"student_{method}.keras")
+    return single_fit_student(setup, loss, train_set, callbacks, saved_at, settings)
+
+
+def teacher_stage(setup: Setup, report: Report, saved_at=None):
     """The No LS teacher, its rows ("No LS", "No LS + TempS") and its fit: `(calibrated teacher, TemperatureFit)`.
 
     With `saved_at`, the teacher is loaded from there when it exists (and
     calibrated again: the same fit on the same data gives the same `T*`),
     else saved there once trained and calibrated.
     """
+    entry = methods.get(teacher_method())
     if saved_at is not None and os.path.exists(saved_at):
-        teacher = _load_model(saved_at, setup.strategy).layers[-2]  # calibrate() puts it before TemperatureScaling
-        teacher_scaled, fit = _calibrated(teacher, setup)
+        # calibrate() puts the teacher before its TemperatureScaling layer
+        teacher = fitting.load_model(saved_at, setup.config.strategy).layers[-2]
+        teacher_scaled, fit = calibrated(teacher, setup)
     else:
-        fits = [report.progress.fits("No LS (teacher)", 1)]
-        teacher = fitting._train_model(setup, ILSLoss(method="none"), setup.splits.train, setup.seed, fits)
-        teacher_scaled, fit = _calibrated(teacher, setup)
+        fits = [report.progress.fits(f"{entry.name} (teacher)", 1)]
+        teacher = fitting.fit_network(setup, entry.loss(setup.splits.num_classes), setup.splits.train, fits)
+        teacher_scaled, fit = calibrated(teacher, setup)
         if saved_at is not None:
-            _save_model(teacher_scaled, saved_at)
+            fitting.save_model(teacher_scaled, saved_at)
     report.progress.stage_done()  # also when loaded
-    report.record("No LS", None, teacher, {})
-    report.record("No LS + TempS", fit, teacher_scaled, {})
-    _record_calibrated(setup, report, "No LS", teacher, {})
+    report.record(entry.name, None, teacher, {})
+    report.record(f"{entry.name} + TempS", fit, teacher_scaled, {})
+    record_calibrated(setup, report, entry.name, teacher, {})
     return teacher_scaled, fit
 
 
-def _search(spec, method, teacher_scaled, callbacks=()):
-    """One method's KerasTuner search on the calibrated teacher's cached targets; returns the tuner."""
-    setup = spec.setup
-    cache = os.path.join(spec.directory, "teacher_logits.npz")
-    teacher_logits = compute_teacher_logits(teacher_scaled, setup.splits.train, cache_path=cache)
-    train_with_teacher = data.with_teacher_targets(setup.splits.train, teacher_logits)
-    # made anew in every trial (after the trial's seed is set): a resumed trial sees the batches it saw uninterrupted
-    make_train = lambda: training.training_pipeline(train_with_teacher, setup.recipe, setup.seed)  # noqa: E731
+def search(spec: SearchSpec, method: str, space, train_set, callbacks=(), borrowed=None):
+    """One method's KerasTuner search of `space` on `train_set` (unbatched, the method's targets); returns the tuner.
 
+    `borrowed` holds the values the method borrows (`keras_ils.methods.Method.borrows`), the same in every trial.
+    """
+    setup = spec.setup
+    config, recipe = setup.config, setup.config.recipe
+    # made anew in every trial (after the trial's seed is set): a resumed trial sees the batches it saw uninterrupted
+    make_train = lambda: training.training_pipeline(train_set, recipe, config.seed)  # noqa: E731
     hypermodel = tuning.ILSHyperModel(
-        lambda hp: _compiled_model(setup),
+        lambda hp: fitting.compiled_model(setup),
         setup.splits.num_classes,
         method=method,
-        search_space=spec.search_space,
-        patience=setup.recipe.patience,
-        seed=setup.seed,
+        search_space=space,
+        patience=recipe.patience,
+        seed=config.seed,
+        loss_options=borrowed,
     )
     tuner = tuning.tuner_for(
         spec.algorithm,
@@ -141,15 +212,14 @@ def _search(spec, method, teacher_scaled, callbacks=()):
         directory=spec.directory,
         project_name=method,
         max_trials=spec.max_trials,
-        max_epochs=setup.recipe.epochs,
-        seed=setup.seed,
-        distribution_strategy=setup.strategy,
+        max_epochs=recipe.epochs,
+        seed=config.seed,
+        distribution_strategy=config.strategy,
     )
-    recipe = setup.recipe
     callbacks = list(callbacks)
     if recipe.decay_at:
         callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, lr: recipe.learning_rate_at(epoch)))
     tuner.search(
-        make_train, validation_data=setup.validation, epochs=recipe.epochs, callbacks=callbacks, verbose=setup.verbose
+        make_train, validation_data=setup.validation, epochs=recipe.epochs, callbacks=callbacks, verbose=config.verbose
     )
     return tuner

@@ -7,8 +7,10 @@ import time
 
 import keras
 
+__all__ = ["Progress"]
 
-class _Progress:
+
+class Progress:
     """`run`'s and `tune`'s progress on stderr, in Keras' `fit` style: a line naming each stage ("ILS: 10 models,
     about 2:10 left in all"), then Keras' `Progbar` over that stage's models, with its own ETA.
 

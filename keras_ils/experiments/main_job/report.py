@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -11,11 +10,13 @@ from keras_ils import data, evaluation, plots
 from keras_ils.calibration import calibrate
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job.config import CALIBRATORS
-from keras_ils.experiments.main_job.fitting import _calibrated
-from keras_ils.experiments.reporting.results import _write_csv
+from keras_ils.experiments.main_job.fitting import calibrated
+from keras_ils.experiments.reporting import results as result_files
+
+__all__ = ["Report", "record_calibrated", "record_student", "row"]
 
 
-def _row(name, fit, hyperparameters, result):
+def row(name, fit, hyperparameters, result):
     """One table row; `fit` is the row's calibration fit (`TemperatureFit`, `CalibratorFit`) or `None` (as trained)."""
     temperature = {"temperature": 1.0, "temperature_status": None, "validation_examples": None}
     if fit is not None:
@@ -27,7 +28,7 @@ def _row(name, fit, hyperparameters, result):
     return {"model": name, "temps": fit is not None, **temperature, "hyperparameters": hyperparameters, **result}
 
 
-class _Report:
+class Report:
     """Scores models on the test set; keeps their rows and reliability diagrams in the staging directory."""
 
     def __init__(self, splits, staging, progress):
@@ -46,7 +47,7 @@ class _Report:
         )
         model.save(os.path.join(self.staging, f"model_{slug}.keras"))
         self.curves[name] = evaluation.top_label_bins(probabilities, labels)
-        self.rows.append({**_row(name, fit, hyperparameters_used, result), **extra})
+        self.rows.append({**row(name, fit, hyperparameters_used, result), **extra})
         self.progress.scored()
 
     def write(self, header: dict) -> dict:
@@ -56,29 +57,27 @@ class _Report:
             for name, b in self.curves.items()
         }
         results = {**header, "rows": self.rows, "reliability_bins": bins}  # the comparison figure's, to redraw
-        with open(os.path.join(self.staging, "results.json"), "w") as file:
-            json.dump(results, file, indent=2)
-        _write_csv(self.rows, os.path.join(self.staging, "results.csv"))
+        result_files.write(results, self.staging)
         scores = {row["model"]: {c: row["all"][c] for c in ("nll", "ece", "cwece")} for row in self.rows}
         title = f"{header['dataset']} / {header['model']}"
         plots.comparison(self.curves, scores, os.path.join(self.staging, "comparison.png"), title=title)
         return results
 
 
-def _record_calibrated(setup, report, name, model, hyperparameters_used, **extra):
-    """The rows of `setup.calibrators` beyond temperature scaling: `model` calibrated on validation, each map."""
-    for key in setup.calibrators:
+def record_calibrated(setup, report, name, model, hyperparameters_used, **extra):
+    """The rows of the config's calibrators beyond temperature scaling: `model` calibrated on validation, each map."""
+    for key in setup.config.calibrators:
         method, suffix = CALIBRATORS[key]
         if method == "temperature":  # every model has its "+ TempS" row already
             continue
-        with setup.strategy.scope():
-            calibrated, fit = calibrate(model, setup.validation, method=method, return_fit=True)
-        report.record(f"{name} + {suffix}", fit, calibrated, hyperparameters_used, **extra)
+        with setup.config.strategy.scope():
+            mapped, fit = calibrate(model, setup.validation, method=method, return_fit=True)
+        report.record(f"{name} + {suffix}", fit, mapped, hyperparameters_used, **extra)
 
 
-def _record_student(setup, report, name, student, hyperparameters_used, **extra):
+def record_student(setup, report, name, student, hyperparameters_used, **extra):
     """The student's rows: as trained, and temperature-scaled on the validation set ("+ TempS")."""
     report.record(name, None, student, hyperparameters_used, **extra)
-    student_scaled, fit = _calibrated(student, setup)
+    student_scaled, fit = calibrated(student, setup)
     report.record(f"{name} + TempS", fit, student_scaled, hyperparameters_used, **extra)
-    _record_calibrated(setup, report, name, student, hyperparameters_used, **extra)
+    record_calibrated(setup, report, name, student, hyperparameters_used, **extra)

@@ -18,24 +18,32 @@ from keras_ils._checks import invalid
 from keras_ils._files import atomic_write
 from keras_ils.experiments.reporting import printed_tables, ranks
 
+__all__ = [
+    "ALPHA",
+    "COLUMNS",
+    "CONTROL",
+    "KD_SETTINGS",
+    "METRICS",
+    "PAIRS",
+    "PAPER",
+    "STUDENT",
+    "TABLES",
+    "check_table",
+    "format_markdown",
+    "pair_label",
+    "slug",
+    "statistics",
+    "summarise",
+    "write_json",
+    "write_outputs",
+]
+
 TABLES = ("3", "distillation")
-
-
 ALPHA = 0.05  # the level of the Friedman test and of the post-hoc tests that follow it
-
-
 CONTROL = {"3": "ILS + TempS", "distillation": "ILS"}
-
-
 COLUMNS = {"3": printed_tables.TABLE3_COLUMNS, "distillation": printed_tables.DISTILLATION_COLUMNS}
-
-
 PAIRS = {"3": printed_tables.TABLE3_PAIRS, "distillation": printed_tables.DISTILLATION_PAIRS}
-
-
 PAPER = {"3": printed_tables.TABLE3, "distillation": printed_tables.DISTILLATION}
-
-
 # (score key of keras_ils.evaluation, title, lower is better, the paper's metric printed beside it)
 METRICS = (
     ("nll", "Cross-entropy", True, "nll"),
@@ -47,17 +55,16 @@ METRICS = (
 
 
 KD_SETTINGS = dict(weight=0.9, teacher_temperature=20.0, student_temperature=1.0)  # the paper's KD (appendix)
+STUDENT = "alexnet"  # the distillation table's student network
 
 
-STUDENT = "alexnet"
-
-
-def _check_table(table):
+def check_table(table):
+    """A `ValueError` unless `table` is one of `TABLES`."""
     if table not in TABLES:
         raise invalid("table", f"one of {TABLES}", table)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     """A folder name for a dataset or model (`tfds:cifar10` -> `cifar10`, `data/iris.npz` -> `iris`)."""
     text = os.path.basename(text.removeprefix("tfds:"))
     text = text.removesuffix(".npz")
@@ -67,10 +74,11 @@ def _slug(text: str) -> str:
 def pair_label(pair) -> str:
     """`'MODEL / DATASET'` as the tables print it."""
     dataset, model = pair
-    return f"{model} / {_slug(dataset)}"
+    return f"{model} / {slug(dataset)}"
 
 
-def _write_json(path, value):
+def write_json(path, value):
+    """`value` as JSON at `path`, written atomically (its folder made)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     atomic_write(path, lambda file: file.write(json.dumps(value, indent=2).encode()))
 
@@ -97,19 +105,19 @@ def summarise(table, pairs, seeds, runs, command=None) -> dict:
         per_seed = np.array([[[runs[(p, s)][c][key] for c in columns] for s in seeds] for p in pairs])
         means = np.round(per_seed.mean(axis=1), 12)  # equal means summed in another order are equal, not ranked apart
         entry = {"title": title, "lower_is_better": lower, "per_seed": per_seed.tolist(), "mean": means.tolist()}
-        entry.update(_statistics(means, columns, lower, control))
+        entry.update(statistics(means, columns, lower, control))
         if paper_key is not None and paper_key in PAPER[table]:
             rows = [PAIRS[table].index(p) for p in pairs if p in PAIRS[table]]
             if rows:
                 paper = np.array([PAPER[table][paper_key][i] for i in rows])
                 paper_entry = {"pairs": [pair_label(PAIRS[table][i]) for i in rows], "values": paper.tolist()}
-                paper_entry.update(_statistics(paper, columns, lower, control))
+                paper_entry.update(statistics(paper, columns, lower, control))
                 entry["paper"] = paper_entry
         summary["metrics"][key] = entry
     return summary
 
 
-def _statistics(values, columns, lower, control) -> dict:
+def statistics(values, columns, lower, control) -> dict:
     """Ranks, average ranks and, over two or more pairs, the Friedman test and both critical differences.
 
     `against_control[column][test]` is whether `test` finds `column` and the
@@ -245,6 +253,6 @@ def write_outputs(summary: dict, output_dir: str) -> None:
                 f"{len(summary['labels'])} pairs{reference}",
                 path=os.path.join(output_dir, _diagram_name(table, key, test)),
             )
-    _write_json(os.path.join(output_dir, f"{base}.json"), summary)
+    write_json(os.path.join(output_dir, f"{base}.json"), summary)
     markdown = format_markdown(summary)
     atomic_write(os.path.join(output_dir, f"{base}.md"), lambda file: file.write(markdown.encode()))

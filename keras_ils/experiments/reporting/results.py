@@ -1,14 +1,32 @@
-"""A run's results as tables: the printed comparison table and `results.csv`."""
+"""A run's results as files and tables: `results.json`, `results.csv` and the printed comparison table.
+
+A results dict is what `keras_ils.experiments.main_job.pipeline.run` returns:
+a header (dataset, model, seed, the teacher's `T*` and its fit, the run's
+settings, the recipe), `rows` (one per model: its name, calibration fit,
+hyperparameters and test scores, overall and per test group) and
+`reliability_bins` (each row's top-label bins, to redraw the figures).
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 
 from keras_ils import evaluation
 
+__all__ = ["format_table", "write", "write_csv"]
 
-def _write_csv(rows, path):
+
+def write(results: dict, directory: str) -> None:
+    """`results.json` (the whole dict) and `results.csv` (the rows) into `directory`."""
+    with open(os.path.join(directory, "results.json"), "w") as file:
+        json.dump(results, file, indent=2)
+    write_csv(results["rows"], os.path.join(directory, "results.csv"))
+
+
+def write_csv(rows: list, path: str) -> None:
+    """The rows as CSV: names, calibration fit, hyperparameters (JSON) and every score of every test group."""
     groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g != "hyperparameters"]
     header = ["model", "temps", "temperature", "temperature_status", "validation_examples", "hyperparameters"]
     header += [f"{g}_{c}" if g != "all" else c for g in groups for c in (*evaluation.COLUMNS, "count")]

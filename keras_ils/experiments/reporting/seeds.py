@@ -10,9 +10,9 @@ import numpy as np
 from keras_ils import plots
 from keras_ils._files import atomic_write
 
+__all__ = ["SUMMARY_FILES", "SUMMARY_METRICS", "format_summary", "summarise_seeds"]
+
 SUMMARY_FILES = ("summary.json", "comparison.png")
-
-
 SUMMARY_METRICS = ("accuracy", "nll", "ece", "cwece")
 
 

@@ -45,21 +45,22 @@ def _epoch_batches(x, y, seed, epochs, batch_size=32):
 
 
 SEARCH = dict(hidden_layers=2, units=16, epochs=4, patience=100, seed=7)
+TRAINING = vectorised.MLPTraining(**{k: v for k, v in SEARCH.items() if k != "seed"}, pool_size=students.POOL_SIZE)
+
+
+def _settings(**settings):
+    return students.SearchSettings(training=TRAINING, seed=SEARCH["seed"], **settings)
 
 
 @pytest.fixture(scope="module")
 def search():
     x, y, x_val, y_val = _data()
-    return students.search_students(
-        x,
-        y,
-        x_val,
-        y_val,
+    settings = _settings(
         methods=("ls", "ils", "dis", "cls"),
         search_space={"epsilon": (0.05, 0.2), "p1": (0.8,), "p2": (2.0,), "temperature": (1.0, 4.0)},
         temperature_estimator="mle",
-        **SEARCH,
     )
+    return students.search_students(x, y, x_val, y_val, settings)
 
 
 def test_candidates_are_the_grid_in_order_with_the_teacher_first(search):
@@ -149,9 +150,8 @@ class TestCrossFittedTeacher:
     def test_each_example_is_scored_by_the_teacher_that_never_saw_it(self):
         x, y, x_val, y_val = _data(seed=5)
         folds = 3
-        found = students.search_students(
-            x, y, x_val, y_val, methods=(), teacher_folds=folds, temperature_estimator="mle", **SEARCH
-        )
+        settings = _settings(methods=(), teacher_folds=folds, temperature_estimator="mle")
+        found = students.search_students(x, y, x_val, y_val, settings)
         assert found.candidates == (("none", {}),) and found.folds_fit.num_examples == folds * len(y_val)
         # each fold's teacher retrained by hand on the other folds (the trainer itself is tested against model.fit)
         raw, val_logits = np.empty((len(y), 3)), []
@@ -175,21 +175,22 @@ class TestCrossFittedTeacher:
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "settings, kwargs, message",
     [
-        (dict(teacher_folds=0), "teacher_folds"),
-        (dict(teacher_folds=2, teacher_logits=np.zeros((150, 3))), "exclude each other"),
-        (dict(teacher_logits=np.zeros((10, 3))), "teacher_logits"),
-        (dict(fixed={"eps": 0.1}), "fixed"),
-        (dict(fixed={"p1": 1.5}), "p1"),
-        (dict(methods=("bs_soft",)), "methods"),
-        (dict(num_classes=2), "labels in"),
+        (dict(teacher_folds=0), {}, "teacher_folds"),
+        (dict(teacher_folds=2), dict(teacher_logits=np.zeros((150, 3))), "exclude each other"),
+        ({}, dict(teacher_logits=np.zeros((10, 3))), "teacher_logits"),
+        (dict(fixed={"eps": 0.1}), {}, "fixed"),
+        (dict(fixed={"p1": 1.5}), {}, "Invalid value for argument `p1`"),
+        (dict(methods=("bs_soft",)), {}, "Invalid value for argument `methods`"),
+        (dict(temperature_estimator="bayes"), {}, "temperature_estimator"),
+        ({}, dict(num_classes=2), "labels in"),
     ],
 )
-def test_bad_arguments_are_named(kwargs, message):
+def test_bad_arguments_are_named(settings, kwargs, message):
     x, y, x_val, y_val = _data()
     with pytest.raises(ValueError, match=message):
-        students.search_students(x, y, x_val, y_val, epochs=1, **kwargs)
+        students.search_students(x, y, x_val, y_val, students.SearchSettings(**settings), **kwargs)
 
 
 def test_bad_features_are_named():
@@ -197,6 +198,6 @@ def test_bad_features_are_named():
     x = x.copy()
     x[0, 0] = np.nan
     with pytest.raises(ValueError, match="x_train"):
-        students.search_students(x, y, x_val, y_val, epochs=1)
+        students.search_students(x, y, x_val, y_val)
     with pytest.raises(ValueError, match="x_validation"):
-        students.search_students(x_val, y_val, x_val[:, :1], y_val, epochs=1)
+        students.search_students(x_val, y_val, x_val[:, :1], y_val)

@@ -5,12 +5,13 @@ import re
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
+from experiments.reporting.test_ranks import METHODS, PAPER_CROSS_ENTROPY
 from scipy import stats
-from test_ranks import METHODS, PAPER_CROSS_ENTROPY
 
 import keras_ils_cli as cli
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job import fitting, paper_tables, pipeline
+from keras_ils.experiments.main_job.config import RunConfig
 from keras_ils.experiments.reporting import printed_tables, ranked_tables, ranks
 
 
@@ -143,7 +144,7 @@ class TestTableLayout:
             (pair, 0): {c: {"nll": printed_tables.TABLE3["nll"][i][j]} for j, c in enumerate(METHODS)}
             for i, pair in enumerate(pairs)
         }
-        stats_ = ranked_tables._statistics(
+        stats_ = ranked_tables.statistics(
             np.array([[runs[(p, 0)][c]["nll"] for c in METHODS] for p in pairs]), METHODS, True, "ILS + TempS"
         )
         assert round(stats_["average_ranks"]["ILS + TempS"], 2) == 1.41
@@ -165,7 +166,7 @@ class TestFriedmanGate:
         entry = {
             "title": "Cross-entropy",
             "mean": values,
-            **ranked_tables._statistics(np.array(values), columns, True, "A"),
+            **ranked_tables.statistics(np.array(values), columns, True, "A"),
         }
         summary = {"table": "3", "columns": list(columns), "control": "A", "seeds": [0], "metrics": {"nll": entry}}
         summary["labels"] = [f"pair {i}" for i in range(len(values))]
@@ -228,17 +229,17 @@ class TestVectorPath:
         trained = []
         real_run = pipeline.run
 
-        def counting_run(splits, **kwargs):
+        def counting_run(splits, config):
             trained.append(splits.name)
             if splits.name == "b.npz":
                 raise KeyboardInterrupt  # killed during the second pair
-            return real_run(splits, **kwargs)
+            return real_run(splits, config)
 
         monkeypatch.setattr(pipeline, "run", counting_run)
-        with pytest.raises(KeyboardInterrupt):
-            cli.main([*argv, "--datasets", f"{a},{b}"])
+        assert cli.main([*argv, "--datasets", f"{a},{b}"]) == 130  # Ctrl-C's exit code, no traceback
         # the main job's progress on stderr, each stage named with its pair and seed
         printed = capsys.readouterr()
+        assert printed.err.splitlines()[-1].startswith("keras-ils: interrupted; no table written")
         assert "mlp-2-8 / a seed 0 · BS_Soft: 1 model\n" in printed.err
         assert re.search(r"^mlp-2-8 / a seed 0 · Beta: 1 model, about \d+:\d\d left in all$", printed.err, re.M)
         assert "mlp-2-8 / a seed 0 · scoring the table's rows: 18 rows\n" in printed.err and printed.out == ""
@@ -270,21 +271,21 @@ class TestVectorPath:
 class TestResumedImageRun:
     @pytest.mark.filterwarnings("ignore:Temperature scaling")  # T* from a few mock examples
     def test_single_fit_students_are_kept_and_reused_only_with_the_same_settings(self, tmp_path, monkeypatch):
-        real_train = fitting._train_model
+        real_train = fitting.fit_network
         trained = []
 
         def counting_train(setup, loss, *args, **kwargs):
             trained.append(type(loss).__name__)
             return real_train(setup, loss, *args, **kwargs)
 
-        monkeypatch.setattr(fitting, "_train_model", counting_train)
+        monkeypatch.setattr(fitting, "fit_network", counting_train)
         with tfds.testing.mock_data(num_examples=160):
             splits = paper_tables.load_splits("tfds:cifar10", 0, validation_fraction=0.2)
             recipe = training.recipe_for("lenet", splits.name, epochs=1, batch_size=16)
 
             def run(methods, **kwargs):
                 options = dict(model_name="lenet", tune=False, recipe=recipe, output_dir=str(tmp_path / "r"))
-                return pipeline.run(splits, methods=methods, **options, **kwargs)
+                return pipeline.run(splits, RunConfig(methods=methods, **options, **kwargs))
 
             first = run(("dis", "bs_soft", "ls"))
             assert trained == ["ILSLoss", "ILSLoss", "DistillationCrossEntropy", "BootstrapSoftLoss"]  # No LS, LS ...
@@ -293,13 +294,13 @@ class TestResumedImageRun:
                 (search / f"student_{m}.{ext}").exists() for m in ("dis", "bs_soft", "ls") for ext in ("keras", "json")
             )
             # a rerun (after a kill) trains nothing and gives the same rows
-            monkeypatch.setattr(fitting, "_train_model", lambda *a, **k: pytest.fail("a model was trained again"))
+            monkeypatch.setattr(fitting, "fit_network", lambda *a, **k: pytest.fail("a model was trained again"))
             again = run(("dis", "bs_soft", "ls"))
             for before, after in zip(first["rows"], again["rows"], strict=True):
                 assert (after["model"], after["hyperparameters"]) == (before["model"], before["hyperparameters"])
                 np.testing.assert_allclose(after["all"]["nll"], before["all"]["nll"], rtol=1e-6)
             # another epsilon: LS is trained again (and replaces the kept one), the teacher is not
-            monkeypatch.setattr(fitting, "_train_model", counting_train)
+            monkeypatch.setattr(fitting, "fit_network", counting_train)
             trained.clear()
             changed = run(("ls",), hyperparameters={"epsilon": 0.2})
         assert trained == ["ILSLoss"] and changed["rows"][2]["hyperparameters"] == {"epsilon": 0.2}
