@@ -1,0 +1,290 @@
+"""What each `keras-ils` command does once its arguments are parsed (`keras_ils_cli` parses them, importing no
+TensorFlow): `run`, `tune`, `methods` and `benchmark`, each taking argparse's namespace and returning the text
+printed on stdout (progress and messages go through `print`, which the command line points at stderr).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+
+__all__ = ["benchmark", "execute", "methods", "run", "tune"]
+
+
+def _strategy(name):
+    import tensorflow as tf
+
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, tf.errors.OpError) as error:
+        raise ValueError(f"--strategy tpu: no TPU could be reached ({error}).") from error
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _load(args, seed: int):
+    """The data of the common arguments, split by `seed`."""
+    from keras_ils.experiments.data import datasets
+
+    return datasets.load(  # a class scarce in validation warns: one line, `_one_line_warning`
+        args.dataset,
+        data_dir=args.data_dir,
+        validation_fraction=args.validation_fraction,
+        seed=seed,
+        num_classes=args.num_classes,
+        validation_size=args.validation_size,
+        train_splits=args.train_splits,
+    )
+
+
+def _config(args, **settings):
+    """The one `RunConfig` of a `run` or `tune` command: the common flags, then the command's `settings`."""
+    from keras_ils.experiments.main_job.config import RunConfig
+
+    return RunConfig(
+        model_name=args.model,
+        output_dir=args.output_dir,
+        methods=args.methods,
+        search_space=args.search_space,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        strategy=_strategy(args.strategy),
+        seed=args.seed,
+        verbose=args.verbose,
+        temperature_estimator=args.temperature_fit,
+        **settings,
+    )
+
+
+def _output_dir(prefix: str, splits, config) -> str:
+    """`runs/PREFIXDATASET-MODEL-seedN`, the dataset named by its stem (`bc.npz` -> `bc`).
+
+    Example:
+
+    >>> from types import SimpleNamespace
+    >>> from keras_ils.experiments.main_job.config import RunConfig
+    >>> _output_dir("", SimpleNamespace(name="bc.npz", is_image=False), RunConfig(seed=3))
+    'runs/bc-mlp-seed3'
+    """
+    stem = splits.name.removesuffix(".npz").replace(os.sep, "_")
+    return os.path.join("runs", f"{prefix}{stem}-{config.model_for(splits)}-seed{config.seed}")
+
+
+_RESULT_FILES = "results.json, results.csv, comparison.png, reliability_*.png, model_*.keras"
+
+
+def run(args) -> str:
+    import dataclasses
+
+    from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.reporting import results as reporting_results
+    from keras_ils.experiments.reporting import seeds as seeds_summary
+
+    if args.seeds > 1 and args.teacher_cache is not None:
+        raise ValueError("--teacher-cache holds one teacher's logits; it cannot serve --seeds 2 or more.")
+    fixed = dict(epsilon=args.epsilon, p1=args.p1, p2=args.p2, temperature=args.temperature)
+    config = _config(  # bad settings fail here, before any data is read
+        args,
+        hyperparameters=fixed,
+        tune=not args.no_tune,
+        search=args.search,
+        teacher_cache=args.teacher_cache,
+        teacher_folds=args.teacher_folds,
+        calibrators=args.calibrators,
+        log=print,
+    )
+    results, seeds = [], range(args.seed, args.seed + args.seeds)
+    for seed in seeds:
+        splits = _load(args, seed)
+        if seed == seeds[0]:
+            output_dir = config.output_dir or _output_dir("", splits, config)
+        if args.seeds > 1:
+            print(f"Seed {seed} ({seed - seeds[0] + 1}/{args.seeds})")
+        seeded_dir = output_dir if args.seeds == 1 else os.path.join(output_dir, f"seed{seed}")
+        results.append(pipeline.run(splits, dataclasses.replace(config, seed=seed, output_dir=seeded_dir)))
+    if args.seeds == 1:
+        print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
+        return reporting_results.format_table(results[0])
+    summary = seeds_summary.summarise_seeds(results, output_dir)
+    print(f"Results written to {output_dir}/ (summary.json, comparison.png; seed*/: {_RESULT_FILES})")
+    return "\n\n".join([*(reporting_results.format_table(r) for r in results), seeds_summary.format_summary(summary)])
+
+
+def tune(args) -> str:
+    import dataclasses
+
+    from keras_ils.experiments.main_job import pipeline
+    from keras_ils.experiments.reporting import results as reporting_results
+
+    search_space = args.search_space or ("synthetic" if args.dataset == "synthetic" else "paper")
+    config = _config(args, algorithm=args.algorithm, max_trials=args.max_trials, engine=args.engine)
+    config = dataclasses.replace(config, search_space=search_space, directory=args.directory)
+    pipeline.check_tune(config)  # a bad method or grid fails before any data is read or teacher trained
+    splits = _load(args, args.seed)
+    config = dataclasses.replace(config, output_dir=config.output_dir or _output_dir("tune-", splits, config))
+    results = pipeline.tune(splits, config)
+    if results.get("role") == "worker":
+        print(f"Worker {os.environ.get('KERASTUNER_TUNER_ID')}: no {results['method']} trials left; the chief reports.")
+        return ""
+    lines = [reporting_results.format_table(results)]
+    for row in results["rows"]:
+        if "search_val_nll" in row and not row["temps"]:
+            tried = row.get("trials", row.get("candidates"))
+            lines.append(f"{row['model']}: {tried} trials, best validation NLL {row['search_val_nll']:.4f}")
+    print(f"Results written to {config.output_dir}/ ({_RESULT_FILES})")
+    return "\n".join(lines)
+
+
+def methods(args) -> str:
+    """The registry as a table: what `--methods` takes."""
+    from keras_ils import methods
+
+    rows = [("id", "name", "tuned hyperparameters", "reads a teacher", "trained by")]
+    for method_id in methods.ids():
+        entry = methods.get(method_id)
+        borrowed = [f"{methods.get(methods.lender(name)).name}'s {name}" for name in entry.borrows]
+        tuned = ", ".join([*entry.hyperparameters, *(f"takes {text}" for text in borrowed)]) or "-"
+        teacher = {None: "no", "calibrated": "yes", "class_similarity": "class similarity"}[entry.teacher]
+        trained = "engine or model.fit" if entry.engine else "model.fit"
+        rows.append((method_id, entry.name, tuned, teacher, trained + (" (always run)" if entry.always_run else "")))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    note = (
+        "run --methods takes every id but the always-run teacher ('all': all of them); tune --methods those with "
+        "tuned hyperparameters. 'engine': the vectorised engine trains it on a plain MLP on vectors."
+    )
+    return "\n".join([*lines, "", note])
+
+
+def benchmark(args) -> str:
+    import shlex
+
+    from keras_ils._files import check_writable
+    from keras_ils.experiments import synthetic_protocol
+
+    output_dir = args.output_dir or os.path.join("runs", f"benchmark-{args.experiment}-seed{args.seed}")
+    check_writable(output_dir)  # fail before hours of training
+    if args.experiment == "paper":
+        return _paper_command(args, output_dir)
+    settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
+    options = synthetic_protocol.ProtocolOptions(
+        replicates=args.replicates,
+        seed=args.seed,
+        preset=args.preset,
+        init=args.init,
+        shared_seeds=args.shared_seeds,
+        temperature_estimator=args.temperature_fit,
+        teacher_grid=args.teacher_grid,
+        batch_size=args.batch_size,
+        weight_decay=args.weight_decay,
+        smoothing_mass=args.smoothing_mass,
+        validation_loss=args.validation_loss,
+        **settings,
+    )
+    results = synthetic_protocol.run_replicates(options)
+    command = args.argv or "keras-ils " + shlex.join(sys.argv[1:])
+    synthetic_protocol.write_outputs(results, output_dir, command)
+    print(f"Results written to {output_dir}/ (synthetic_protocol.json, synthetic_protocol.md, best_smoothing_*.png)")
+    with open(os.path.join(output_dir, "synthetic_protocol.md")) as file:
+        return file.read()
+
+
+def _paper_command(args, output_dir) -> str:
+    import shlex
+
+    from keras_ils.experiments.main_job import paper_tables
+    from keras_ils.experiments.reporting import ranked_tables
+
+    pairs = paper_tables.pairs_for(args.table, args.datasets, args.models)
+    settings = paper_tables.TableSettings(
+        search=args.search,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        data_dir=args.data_dir,
+        validation_fraction=args.validation_fraction,
+        temperature_estimator=args.temperature_fit or "map",
+        verbose=args.verbose,
+        log=print,
+    )
+    summary = paper_tables.run_table(
+        args.table,
+        pairs,
+        settings,
+        seeds=range(args.seed, args.seed + args.seeds),
+        output_dir=output_dir,
+        command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
+    )
+    name = "table3" if args.table == "3" else "distillation"
+    print(f"Results written to {output_dir}/ ({name}.md, {name}.json, cd_{name}_*.png, runs/)")
+    return ranked_tables.format_markdown(summary)
+
+
+# Number flags checked after parsing (argparse's own errors print the usage too): (flag, expected, test).
+_NUMBER_FLAGS = (
+    ("epochs", "an integer >= 1", lambda v: v >= 1),
+    ("batch_size", "an integer >= 1", lambda v: v >= 1),
+    ("seed", "an integer >= 0", lambda v: v >= 0),
+    ("max_trials", "an integer >= 1", lambda v: v >= 1),
+    ("replicates", "an integer >= 1", lambda v: v >= 1),
+    ("seeds", "an integer >= 1", lambda v: v >= 1),
+    ("num_classes", "an integer >= 2", lambda v: v >= 2),
+    ("validation_size", "an integer >= 1", lambda v: v >= 1),
+    ("teacher_folds", "an integer >= 1", lambda v: v >= 1),
+    ("validation_fraction", "a number in (0, 1)", lambda v: math.isfinite(v) and 0 < v < 1),
+    ("weight_decay", "a number >= 0", lambda v: math.isfinite(v) and v >= 0),
+)
+
+
+def _check_arguments(args) -> None:
+    """A `ValueError` naming the first number flag out of range, in the Keras wording.
+
+    Example:
+
+    >>> from keras_ils_cli import build_parser
+    >>> _check_arguments(build_parser().parse_args(["run", "--epochs", "0"]))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `--epochs`. Expected an integer >= 1. Received: --epochs=0
+    """
+    for name, expected, valid in _NUMBER_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None and not valid(value):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"Invalid value for argument `{flag}`. Expected {expected}. Received: {flag}={value}")
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    """The package's warnings (a regularised temperature or calibrator fit, a class scarce in validation) as one
+    line each."""
+    if category.__module__.startswith("keras_ils"):
+        print(f"keras-ils: warning: {message}", file=sys.stderr)
+    else:
+        print(warnings.formatwarning(message, category, filename, lineno, line), end="", file=file or sys.stderr)
+
+
+def execute(args) -> tuple[int, str]:
+    """`(exit code, table)`: the command run, its errors as one `keras-ils: error:` line each."""
+    import absl.logging
+    import tensorflow as tf
+
+    if getattr(args, "verbose", 0) < 2:  # TensorFlow's Python logging too (e.g. retracing notices)
+        absl.logging.set_verbosity(absl.logging.ERROR)
+        tf.get_logger().setLevel("ERROR")
+    commands = {"run": run, "tune": tune, "benchmark": benchmark, "methods": methods}
+    try:
+        _check_arguments(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            return 0, commands[args.command](args)
+    except (ValueError, OSError, ImportError) as error:
+        print(f"keras-ils: error: {error}", file=sys.stderr)
+    except tf.errors.OpError as error:
+        print(f"keras-ils: error: {error.message.splitlines()[0]}", file=sys.stderr)
+    return 2, ""
