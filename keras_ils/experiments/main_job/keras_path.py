@@ -123,14 +123,15 @@ def train_student(students: Students, method: str, values: dict) -> tuple:
     Args:
         students: what the run's students share.
         method: a registered id.
-        values: `{hyperparameter: value}` fixed for it, and the values it borrows.
+        values: the values chosen so far: the run's fixed values (`setup.fixed`, which alone narrow the
+            search) and the lenders' choices (what it borrows).
 
     Returns:
         `(student as trained, its reported settings, search facts for its row)`.
     """
     setup, entry = students.setup, methods.get(method)
     epochs = setup.config.recipe.epochs
-    space = fixed_space(method, setup.config.search_space, values)
+    space = fixed_space(method, setup.config.search_space, setup.fixed)
     fits = students.report.progress.fits(entry.name, planned_fits(space, students.spec.algorithm, epochs))
     if grid_size(space) > 1:
         if setup.config.log:
