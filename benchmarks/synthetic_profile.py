@@ -33,8 +33,8 @@ from keras_ils.experiments.synthetic_protocol import run  # noqa: E402
 STAGES = {
     "train_mlps": ("vectorised.py", "train_mlps"),
     "  compiled epoch calls": ("~", "<built-in method tensorflow.python._pywrap_tfe.TFE_Py_Execute>"),
-    "student_targets": ("run.py", "student_targets"),
-    "fit_temperatures": ("calibration.py", "fit_temperatures"),
+    "student_targets": ("stages.py", "student_targets"),
+    "fit_temperatures": ("calibration/temperature.py", "fit_temperatures"),
     "replicate_rows (scoring)": ("scoring.py", "replicate_rows"),
 }
 
@@ -49,9 +49,8 @@ def main():
     profile = cProfile.Profile()
     started = time.perf_counter()
     profile.enable()
-    run.run_replicates(
-        replicates=args.replicates, seed=0, group=args.group, pool_size=args.pool_size, log=lambda *_: None
-    )
+    options = run.ProtocolOptions(replicates=args.replicates, seed=0, group=args.group, pool_size=args.pool_size)
+    run.run_replicates(options, log=lambda *_: None)
     profile.disable()
     total = time.perf_counter() - started
     stats = pstats.Stats(profile).stats

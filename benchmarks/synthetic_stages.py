@@ -20,14 +20,14 @@ from _common import machine
 
 from keras_ils import calibration
 from keras_ils.experiments.engine import vectorised
-from keras_ils.experiments.synthetic_protocol import extras, run, scoring
+from keras_ils.experiments.synthetic_protocol import ProtocolOptions, extras, run, scoring, stages
 
-# (label, module, function name): top-level stages of `run_replicates`
+# (label, module, function name): top-level stages of `run_replicates`, wrapped where their callers look them up
 TOP_LEVEL = (
-    ("training (`train_mlps`, all stages)", run.vectorised, "train_mlps"),
-    ("students' targets (`stage_targets`)", run, "stage_targets"),
-    ("teachers' T* and logits", run, "_calibrated_teachers"),
-    ("selection and test scores (`replicate_rows`)", run, "replicate_rows"),
+    ("training (`train_mlps`, all stages)", vectorised, "train_mlps"),
+    ("students' targets (`stage_targets`)", stages, "stage_targets"),
+    ("teachers' T* and logits", stages, "calibrated_teachers"),
+    ("selection and test scores (`replicate_rows`)", scoring, "replicate_rows"),
     ("Fig. 2 counts (`add_histograms`)", extras, "add_histograms"),
     ("Table 2 teachers (`teacher_probabilities`)", extras, "teacher_probabilities"),
     ("Table 2 students' scores (`score_students`)", extras, "score_students"),
@@ -61,7 +61,7 @@ def main():
     for label, module, name in TOP_LEVEL + NESTED:
         _timed(seconds, label, module, name)
     started = time.perf_counter()
-    result = run.run_replicates(replicates=args.replicates, seed=0, log=None)
+    result = run.run_replicates(ProtocolOptions(replicates=args.replicates, seed=0), log=None)
     total = time.perf_counter() - started
     print("\n".join(machine()))
     print(f"{args.replicates} replicates, {result['models_trained']:,} models, {result['model_epochs']:,} model-epochs")

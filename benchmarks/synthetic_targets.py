@@ -1,5 +1,5 @@
 """The synthetic protocol's student targets: one `student_targets` call per replicate and config (before) against
-one call per config over the group's stacked examples (`synthetic_protocol.run.stage_targets`), side by side.
+one call per config over the group's stacked examples (`synthetic_protocol.stages.stage_targets`), side by side.
 
 Each round builds the ILS configs' targets (198 per replicate: ILS1, ILS2, ILS over the appendix grids) for
 `--replicates` replicates both ways, rotating which goes first; the two results are checked equal to float32 rounding.
@@ -13,7 +13,7 @@ import numpy as np
 from _common import interleaved, machine
 
 from keras_ils.experiments import synthetic_protocol
-from keras_ils.experiments.synthetic_protocol import run
+from keras_ils.experiments.synthetic_protocol import stages
 
 
 def main():
@@ -21,16 +21,16 @@ def main():
     parser.add_argument("--replicates", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    data = run._datasets(args.replicates, seed=0, n_test=1)
+    data = stages.replicate_datasets(args.replicates, seed=0, n_test=1)
     _, taught = synthetic_protocol.model_configs(synthetic_protocol.grids())
     logits = np.random.default_rng(0).normal(size=(args.replicates, 150, 3)).astype(np.float32)
     reps = list(range(args.replicates))
 
     def per_replicate():
-        return np.stack([run.student_targets(data[r]["train"].y, logits[r], hp) for r in reps for _, hp in taught])
+        return np.stack([stages.student_targets(data[r]["train"].y, logits[r], hp) for r in reps for _, hp in taught])
 
     def stacked():
-        return run.stage_targets(data, reps, taught, logits, None)
+        return stages.stage_targets(data, reps, taught, logits, None)
 
     np.testing.assert_allclose(per_replicate(), stacked(), rtol=1e-6, atol=1e-7)  # float32 rounding apart
     times = interleaved({"per replicate and config": per_replicate, "per config, stacked": stacked}, args.rounds)

@@ -57,9 +57,9 @@ def main(argv=None):
     parser.add_argument("--validation-loss", choices=("example_mean", "batch_mean"), help="early stopping's loss")
     args = parser.parse_args(argv)
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
-    results = synthetic_protocol.run_replicates(
-        args.replicates,
-        args.seed,
+    options = synthetic_protocol.ProtocolOptions(
+        replicates=args.replicates,
+        seed=args.seed,
         preset=args.preset,
         init=args.init,
         shared_seeds=args.shared_seeds,
@@ -71,6 +71,7 @@ def main(argv=None):
         validation_loss=args.validation_loss,
         **settings,
     )
+    results = synthetic_protocol.run_replicates(options)
     command = "python examples/synthetic_protocol.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     summary = synthetic_protocol.write_outputs(results, args.output_dir, command)
     print(synthetic_protocol.markdown(results, summary, command))

@@ -82,7 +82,8 @@ def main(argv=None):
         return
     commit, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--", ":/keras_ils"))
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    results = synthetic_protocol.run_replicates(args.replicates, 0, **VARIANTS[args.variant])
+    options = synthetic_protocol.ProtocolOptions(replicates=args.replicates, seed=0, **VARIANTS[args.variant])
+    results = synthetic_protocol.run_replicates(options)
     output_dir = os.path.join(RESULTS, "synthetic_ablation", args.variant)
     command = "python scripts/synthetic_ablation.py " + " ".join(sys.argv[1:] if argv is None else argv)
     synthetic_protocol.write_outputs(results, output_dir, command)

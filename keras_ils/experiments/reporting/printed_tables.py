@@ -135,3 +135,14 @@ DISTILLATION = {
         (0.9350, 0.9350, 0.9353),
     ),
 }
+
+
+__all__ = [
+    "DISTILLATION",
+    "DISTILLATION_COLUMNS",
+    "DISTILLATION_PAIRS",
+    "PAPER_CWECE_SCORE",
+    "TABLE3",
+    "TABLE3_COLUMNS",
+    "TABLE3_PAIRS",
+]

@@ -402,3 +402,15 @@ def _groups(sorted_ranks, cd):
             groups.append((rank, sorted_ranks[j]))
             reach = j
     return groups
+
+
+__all__ = [
+    "FriedmanResult",
+    "TESTS",
+    "average_ranks",
+    "critical_difference",
+    "critical_difference_diagram",
+    "critical_value",
+    "friedman_test",
+    "ranks",
+]

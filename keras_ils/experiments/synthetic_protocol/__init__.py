@@ -30,9 +30,9 @@ train/validation/test seeds as `keras_ils.experiments.data.datasets.load_synthet
    probabilities (T = 1) of the Bayes-optimal model and of the chosen No LS,
    LS and ILS models; Fig. 2's histograms of predicted probabilities.
 
-`run_replicates(preset="authors")` (`PRESETS`) swaps the package's settings for
-the habits of the authors' public code, each also a keyword of its own
-(`init`, `shared_seeds`, `temperature_estimator`, `teacher_grid`,
+`run_replicates(ProtocolOptions(preset="authors"))` (`PRESETS`) swaps the package's
+settings for the habits of the authors' public code, each also an option of
+its own (`init`, `shared_seeds`, `temperature_estimator`, `teacher_grid`,
 `batch_size`, `weight_decay`, `smoothing_mass`, `validation_loss`).
 
 Test metrics are the package's (`keras_ils.evaluation.scores`, through `scoring.scores`): `cwece` is
@@ -40,21 +40,24 @@ Eq. 2 of the paper (Kull et al.'s classwise-ECE); `class_conditional_ece` is
 the authors' code's quantity that the paper's cwECE column actually prints
 (see `keras_ils.metrics.ClassConditionalECE`).
 
-| module       | what it holds                                                                   |
-|--------------|---------------------------------------------------------------------------------|
-| `run`        | the grids, presets and `run_replicates`: datasets, the training stages          |
-| `extras`     | Table 2's teachers and students, Fig. 2's counts                                |
-| `ablation`   | several runs side by side against the paper's No LS and LS rows                 |
-| `printed_values` | the paper's numbers as data: `ROWS`, `PAPER`, `CLAIMS`                      |
-| `scoring`    | one replicate: each row's model chosen on validation, test scores, Fig. 4 sums  |
-| `statistics` | `summarise`: means per row, win rates with `sign_test`, `best_smoothing_curves` |
-| `report`     | `markdown` (appendix table, Tables 1 and 2) and `write_outputs`                 |
-| `figures`    | Fig. 4 and Fig. 2 as PNGs                                                       |
+| module           | what it holds                                                                   |
+|------------------|---------------------------------------------------------------------------------|
+| `options`        | `ProtocolOptions`, the presets and their checks                                 |
+| `run`            | the grids and `run_replicates`                                                  |
+| `stages`         | every replicate's datasets, the students' targets, a training stage, the teachers |
+| `extras`         | Table 2's teachers and students, Fig. 2's counts                                |
+| `ablation`       | several runs side by side against the paper's No LS and LS rows                 |
+| `printed_values` | the paper's numbers as data: `ROWS`, `PAPER`, `CLAIMS`                          |
+| `scoring`        | one replicate: each row's model chosen on validation, test scores, Fig. 4 sums  |
+| `statistics`     | `summarise`: means per row, win rates with `sign_test`, `best_smoothing_curves` |
+| `report`         | `markdown` (appendix table, Tables 1 and 2) and `write_outputs`                 |
+| `figures`        | Fig. 4 and Fig. 2 as PNGs                                                       |
 """
 
+from keras_ils.experiments.synthetic_protocol.options import PRESETS, ProtocolOptions, resolve_options
 from keras_ils.experiments.synthetic_protocol.printed_values import CLAIMS, PAPER, PAPER_DISTILLATION, ROWS, TABLE1_ROWS
 from keras_ils.experiments.synthetic_protocol.report import markdown, write_outputs
-from keras_ils.experiments.synthetic_protocol.run import PRESETS, grids, model_configs, resolve_options, run_replicates
+from keras_ils.experiments.synthetic_protocol.run import grids, model_configs, run_replicates
 from keras_ils.experiments.synthetic_protocol.scoring import METRICS
 from keras_ils.experiments.synthetic_protocol.statistics import best_smoothing_curves, sign_test, summarise
 
@@ -64,6 +67,7 @@ __all__ = [
     "PAPER",
     "PAPER_DISTILLATION",
     "PRESETS",
+    "ProtocolOptions",
     "ROWS",
     "TABLE1_ROWS",
     "best_smoothing_curves",

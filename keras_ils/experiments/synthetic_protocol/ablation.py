@@ -100,3 +100,6 @@ def table(runs: dict) -> str:
         ]
         w(f"| {name} | " + " | ".join(cells) + " |\n")
     return out.getvalue()
+
+
+__all__ = ["ACCURACY_TOLERANCE", "CE_TOLERANCE", "TARGET_ROWS", "table", "within_paper"]

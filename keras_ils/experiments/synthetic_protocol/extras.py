@@ -130,3 +130,20 @@ def add_histograms(histograms, data, test_logits, chosen, per_replicate) -> None
     for model, p in probabilities.items():
         for kind, counts in probability_counts(p).items():
             histograms[f"{model}/{kind}"] += counts
+
+
+__all__ = [
+    "DISTILLATION_TEACHERS",
+    "HISTOGRAM_BINS",
+    "HISTOGRAM_KINDS",
+    "HISTOGRAM_MODELS",
+    "STUDENT_SEED_OFFSET",
+    "USED_ROWS",
+    "add_histograms",
+    "chosen_model",
+    "empty_histograms",
+    "probability_counts",
+    "score_students",
+    "student_seeds",
+    "teacher_probabilities",
+]

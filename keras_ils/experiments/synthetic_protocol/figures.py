@@ -86,3 +86,6 @@ def plot_histograms(histograms: dict, path: str, replicates: int) -> str:
             axis.legend(fontsize=8, loc="upper left" if kind == "confidence" else "upper right")
     figure.tight_layout()
     return atomic_write(path, lambda f: figure.savefig(f, format="png", dpi=110))
+
+
+__all__ = ["plot_curves", "plot_histograms"]

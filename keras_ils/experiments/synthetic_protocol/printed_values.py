@@ -112,3 +112,15 @@ PAPER_DISTILLATION = {
     "Standard LS": dict(accuracy=0.7843, nll=0.5621, ece=0.0408, cwece_printed=0.0726),
     "ILS": dict(accuracy=0.7957, nll=0.5201, ece=0.0473, cwece_printed=0.0661),
 }
+
+
+__all__ = [
+    "CLAIMS",
+    "HYPERPARAMETERS",
+    "PAPER",
+    "PAPER_DISTILLATION",
+    "PAPER_ILS1_CURVE",
+    "ROWS",
+    "TABLE1_ROWS",
+    "row_key",
+]

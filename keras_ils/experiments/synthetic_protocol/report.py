@@ -179,3 +179,6 @@ def write_outputs(results: dict, output_dir: str, command: str) -> dict:
                 results["histograms"], os.path.join(staging, "prediction_histograms.png"), results["replicates"]
             )
     return summary
+
+
+__all__ = ["markdown", "table1", "table2", "write_outputs"]

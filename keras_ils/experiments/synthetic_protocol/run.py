@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
 
 from keras_ils import methods
-from keras_ils._checks import integer_at_least, invalid
-from keras_ils.experiments.synthetic_protocol import extras
+from keras_ils._checks import invalid
+from keras_ils.experiments.synthetic_protocol import extras, scoring, stages
 from keras_ils.experiments.synthetic_protocol.options import (
     AUTHORS_TEACHER_TEMPERATURES,
     OPTIONS,
@@ -16,19 +17,11 @@ from keras_ils.experiments.synthetic_protocol.options import (
     SMOOTHING_MASSES,
     TEACHER_GRIDS,
     VALIDATION_LOSSES,
+    ProtocolOptions,
     resolve_options,
 )
 from keras_ils.experiments.synthetic_protocol.printed_values import ROWS, row_key
-from keras_ils.experiments.synthetic_protocol.scoring import empty_curves, replicate_rows
-from keras_ils.experiments.synthetic_protocol.stages import (
-    _calibrated_teachers,
-    _datasets,
-    _replicate_weights,
-    _train_stage,
-    stage_targets,
-    student_targets,
-    train,
-)
+from keras_ils.experiments.synthetic_protocol.stages import stage_targets, student_targets, train
 
 LS_FIXED_EPSILON = 0.2
 
@@ -82,80 +75,40 @@ def model_configs(grid: dict) -> tuple[list, list]:
     return free, taught
 
 
-def run_replicates(
-    replicates: int = 100,
-    seed: int = 0,
-    *,
-    quick: bool = False,
-    n_test: int = 5000,
-    epochs: int = 500,
-    group: int = 25,
-    pool_size: int = 256,
-    preset: str = "package",
-    init: str | None = None,
-    shared_seeds: bool | None = None,
-    temperature_estimator: str | None = None,
-    teacher_grid: str | None = None,
-    batch_size: int | None = None,
-    weight_decay: float | None = None,
-    smoothing_mass: str | None = None,
-    validation_loss: str | None = None,
-    log=print,
-) -> dict:
-    """Runs the protocol on `replicates` datasets; returns per-replicate rows, curve sums and timings.
+@dataclasses.dataclass
+class _Tables:
+    """What the replicates add up to: each row's metrics, Fig. 4's bin sums, Fig. 2's counts, Table 2's teachers."""
 
-    The training and tuning settings come from `preset` (`PRESETS`), and any
-    of them given here overrides the preset's.
+    per_replicate: dict
+    curves: dict
+    histograms: dict
+    teachers: list
+
+
+class _Progress:
+    """Models and epochs trained so far, and the log lines that report them."""
+
+    def __init__(self, planned: int, log):
+        self.planned, self.log, self.started = planned, log, time.time()
+        self.trained = self.epochs = 0
+
+    def count(self, stage) -> None:
+        self.trained += stage.epochs.size
+        self.epochs += int(stage.epochs.sum())
+
+    def report(self, what: str) -> None:
+        if self.log:
+            self.log(f"{what}: {_progress(self.trained, self.planned, self.started)}")
+
+
+def run_replicates(options: ProtocolOptions | None = None, *, log=print) -> dict:
+    """Runs the protocol on `options.replicates` datasets; returns per-replicate rows, curve sums and timings.
 
     Args:
-        replicates: datasets, seeds `seed, seed + 1, ...`. Defaults to `100`.
-        seed: the first replicate's seed. Defaults to `0`.
-        quick: small grids (`grids(quick=True)`). Defaults to `False`.
-        n_test: test points per class. Defaults to `5000` (the paper's).
-        epochs: maximum epochs. Defaults to `500` (the paper's).
-        group: replicates whose ILS models are trained together in one call
-            of the trainer (the No LS and LS models of all replicates train
-            first, in one call). Defaults to `25`.
-        pool_size: the trainer's `pool_size`. Defaults to `256`.
-        preset: `"package"` (the package's settings, below) or `"authors"`
-            (the habits of the authors' public code: PyTorch initialisation,
-            one seed per model, T in [0.8, 3], teacher temperatures
-            {1, 2, 4, 8, 16} on raw logits, batch 128, weight decay 1e-4,
-            eps / (K - 1) per wrong class for ILS1, batch-mean validation
-            loss). Defaults to `"package"`.
-        init: the models' initialisation, `"keras"` (the package's) or
-            `"pytorch"` (`keras_ils.experiments.engine.vectorised.initial_weights`).
-            Package default `"keras"`.
-        shared_seeds: all models of a replicate start from the same weights
-            and see the same batch order (common random numbers), so they
-            differ only in their targets; `False` gives every model its own
-            seed, so that selecting the best of a grid also selects a lucky
-            initialisation (more so for larger grids). Package default `True`.
-        temperature_estimator: every model's temperature fit,
-            `keras_ils.calibration.fit_temperatures`' `estimator`: `"map"`
-            (the package's), `"mle"` (Guo et al., what the tables of
-            docs/results/synthetic-protocol.md were made with) or `"authors"`
-            (T in [0.8, 3], the paper's code). Package default `"map"`.
-        teacher_grid: ILS2's and ILS's teacher temperatures: `"paper"`, the
-            appendix's {1, 2, 4, 6} dividing the calibrated teacher's logits
-            (the package's convention, `keras_ils.targets`), or `"authors"`,
-            {1, 2, 4, 8, 16} dividing the teacher's raw logits (the authors'
-            code). Package default `"paper"`.
-        batch_size: mini-batch size. Package default `32`.
-        weight_decay: coupled (L2, added to the gradient as PyTorch's Adam
-            does) weight decay; `0` for none. Package default `0.0`.
-        smoothing_mass: how ILS1 spreads its smoothing mass `eps_x`:
-            `"all_classes"` (the paper's Eq. 3, `eps_x / K` on every class,
-            as LS) or `"wrong_classes"` (the authors' code, `1 - eps_x` on the
-            true class and `eps_x / (K - 1)` on each wrong one). LS keeps
-            `eps / K` in both (the authors' LS loss does too), and ILS2 / ILS
-            put all of `eps` on the wrong classes in both. Package default
-            `"all_classes"`.
-        validation_loss: the early-stopping loss, `"example_mean"` (the mean
-            over validation points) or `"batch_mean"` (a mean of per-batch
-            means in batches of `batch_size`, the authors' code; a short last
-            batch weighs its points more). Model selection uses the mean
-            over points in both. Package default `"example_mean"`.
+        options: a `ProtocolOptions`: the run's size and its training and
+            tuning settings (a preset's, or each given). Defaults to `None`:
+            `ProtocolOptions()`, the paper's 100 replicates with the
+            package's settings.
         log: progress printer, or `None`. Defaults to `print`.
 
     Returns:
@@ -165,90 +118,89 @@ def run_replicates(
         `"histograms"` (Fig. 2's counts), `"models_trained"`, `"seconds"` and
         the settings.
     """
-    options = resolve_options(
-        preset,
-        init=init,
-        shared_seeds=shared_seeds,
-        temperature_estimator=temperature_estimator,
-        teacher_grid=teacher_grid,
-        batch_size=batch_size,
-        weight_decay=weight_decay,
-        smoothing_mass=smoothing_mass,
-        validation_loss=validation_loss,
-    )
-    _check_arguments(replicates, n_test, group)
-    grid = grids(quick, options["teacher_grid"])
+    if options is None:
+        options = ProtocolOptions()
+    elif not isinstance(options, ProtocolOptions):
+        raise TypeError(f"Argument `options` must be a ProtocolOptions. Received: options={options!r}")
+    settings = options.settings
+    grid = grids(options.quick, settings["teacher_grid"])
     free, taught = model_configs(grid)
-    training = dict(
-        seed=seed,
-        epochs=epochs,
-        pool_size=pool_size,
-        **{k: options[k] for k in ("shared_seeds", "init", "batch_size", "weight_decay", "validation_loss")},
-    )
-    target_options = dict(teacher_grid=options["teacher_grid"], smoothing_mass=options["smoothing_mass"])
-    estimator = options["temperature_estimator"]
-    per_replicate = {row_key(row): [] for row in ROWS}
     ls_epsilons = [hp["epsilon"] for name, hp in free if name.startswith("Standard LS")]
-    curves = empty_curves(len(ls_epsilons))
-    histograms = extras.empty_histograms()
-    distillation_teachers = []
-    started = time.time()
-    planned = replicates * (len(free) + len(taught) + len(extras.DISTILLATION_TEACHERS))
+    tables = _Tables(
+        {row_key(row): [] for row in ROWS}, scoring.empty_curves(len(ls_epsilons)), extras.empty_histograms(), []
+    )
+    replicates = options.replicates
+    progress = _Progress(replicates * (len(free) + len(taught) + len(extras.DISTILLATION_TEACHERS)), log)
     if log:
-        log(f"{planned:,} models of {replicates} replicates: No LS and LS, then ILS in groups of {group} replicates")
-    data = _datasets(replicates, seed, n_test)
+        log(
+            f"{progress.planned:,} models of {replicates} replicates: No LS and LS, then ILS in groups of "
+            f"{options.group} replicates"
+        )
+    data = stages.replicate_datasets(replicates, options.seed, options.n_test)
     # 1. teacher-free models of every replicate: No LS (the teacher), LS, LS-0.2
-    first_stage = _train_stage(data, list(range(replicates)), free, 0, None, None, **training, **target_options)
-    trained, epochs_total = replicates * len(free), int(first_stage.epochs.sum())
-    if log:
-        log(f"No LS and LS models of {replicates} replicates: {_progress(trained, planned, started)}")
+    first_stage = stages.train_stage(data, list(range(replicates)), free, 0, None, options)
+    progress.count(first_stage)
+    progress.report(f"No LS and LS models of {replicates} replicates")
     # 2. the calibrated teacher's logits on the training set
-    teacher_t, calibrated = _calibrated_teachers(data, first_stage, len(free), estimator)
-    for first in range(0, replicates, group):
-        # 3. every ILS target from the calibrated teacher, once; the ILS models of `group` replicates together
-        reps = list(range(first, min(first + group, replicates)))
-        second_stage = _train_stage(data, reps, taught, len(free), calibrated, teacher_t, **training, **target_options)
-        trained += len(reps) * len(taught)
-        epochs_total += int(second_stage.epochs.sum())
-        # 4. selection and test metrics, replicate by replicate; Fig. 2's counts and Table 2's teachers
-        for i, r in enumerate(reps):
-            weights = _replicate_weights(first_stage, r, len(free), second_stage, i, len(taught))
-            configs = free + taught
-            test_logits = replicate_rows(data[r], configs, weights, teacher_t[r], per_replicate, curves, estimator)
-            chosen = {row: extras.chosen_model(configs, per_replicate, row) for row in extras.USED_ROWS}
-            extras.add_histograms(histograms, data[r], test_logits, chosen, per_replicate)
-            distillation_teachers.append(extras.teacher_probabilities(data[r], weights, chosen))
-        if log:
-            log(f"ILS models of replicates {reps[-1] + 1}/{replicates}: {_progress(trained, planned, started)}")
-    # 5. Table 2: a student of every teacher (Bayes-optimal, No LS, LS, ILS) on every replicate, together
-    rows = [r for r in range(replicates) for _ in extras.DISTILLATION_TEACHERS]
-    targets = np.stack([t[name] for t in distillation_teachers for name in extras.DISTILLATION_TEACHERS])
-    student_seeds = extras.student_seeds(seed, replicates, options["shared_seeds"])
-    train_options = {k: v for k, v in training.items() if k not in ("seed", "shared_seeds")}
-    students = train(data, rows, targets.astype(np.float32), student_seeds, **train_options)
-    distillation = extras.score_students(data, students.weights)
-    trained += students.epochs.size
-    epochs_total += int(students.epochs.sum())
-    if log:
-        log(f"self-distillation students: {_progress(trained, planned, started)}")
+    teachers = stages.calibrated_teachers(data, first_stage, len(free), settings["temperature_estimator"])
+    for first in range(0, replicates, options.group):
+        reps = list(range(first, min(first + options.group, replicates)))
+        _ils_group(data, reps, (free, taught, first_stage), teachers, options, tables, progress)
+        progress.report(f"ILS models of replicates {reps[-1] + 1}/{replicates}")
+    distillation = _distillation_students(data, tables.teachers, options, progress)
     return dict(
         replicates=replicates,
-        seed=seed,
-        quick=quick,
-        n_test=n_test,
-        epochs=epochs,
-        preset=preset,
-        **options,
+        seed=options.seed,
+        quick=options.quick,
+        n_test=options.n_test,
+        epochs=options.epochs,
+        preset=options.preset,
+        **settings,
         grid={name: list(values) for name, values in grid.items()},
-        per_replicate=per_replicate,
-        curves={t: {k: v.tolist() for k, v in c.items()} for t, c in curves.items()},
+        per_replicate=tables.per_replicate,
+        curves={t: {k: v.tolist() for k, v in c.items()} for t, c in tables.curves.items()},
         ls_epsilons=ls_epsilons,
         distillation=distillation,
-        histograms={k: np.asarray(v).tolist() for k, v in histograms.items()},
-        models_trained=trained,
-        model_epochs=epochs_total,
-        seconds=time.time() - started,
+        histograms={k: np.asarray(v).tolist() for k, v in tables.histograms.items()},
+        models_trained=progress.trained,
+        model_epochs=progress.epochs,
+        seconds=time.time() - progress.started,
     )
+
+
+def _ils_group(data, reps, stage_one, teachers, options, tables, progress):
+    """The ILS models of the replicates `reps` in one stage, then each replicate's rows, counts and teachers.
+
+    `stage_one` is `(teacher-free configs, teacher configs, the first stage's TrainedMLPs)`, `teachers`
+    `calibrated_teachers`' `(T*, calibrated logits)`.
+    """
+    free, taught, first_stage = stage_one
+    # 3. every ILS target from the calibrated teacher, once; the ILS models of the group together
+    second_stage = stages.train_stage(data, reps, taught, len(free), teachers, options)
+    progress.count(second_stage)
+    # 4. selection and test metrics, replicate by replicate; Fig. 2's counts and Table 2's teachers
+    estimator = options.settings["temperature_estimator"]
+    configs = free + taught
+    for i, r in enumerate(reps):
+        weights = stages.replicate_weights(first_stage, r, len(free), second_stage, i, len(taught))
+        test_logits = scoring.replicate_rows(
+            data[r], configs, weights, teachers[0][r], tables.per_replicate, tables.curves, estimator
+        )
+        chosen = {row: extras.chosen_model(configs, tables.per_replicate, row) for row in extras.USED_ROWS}
+        extras.add_histograms(tables.histograms, data[r], test_logits, chosen, tables.per_replicate)
+        tables.teachers.append(extras.teacher_probabilities(data[r], weights, chosen))
+
+
+def _distillation_students(data, teachers, options, progress) -> dict:
+    """5. Table 2: a student of every teacher (Bayes-optimal, No LS, LS, ILS) on every replicate, together."""
+    rows = [r for r in range(options.replicates) for _ in extras.DISTILLATION_TEACHERS]
+    targets = np.stack([t[name] for t in teachers for name in extras.DISTILLATION_TEACHERS])
+    seeds = extras.student_seeds(options.seed, options.replicates, options.settings["shared_seeds"])
+    students = stages.train(data, rows, targets.astype(np.float32), seeds, options)
+    distillation = extras.score_students(data, students.weights)
+    progress.count(students)
+    progress.report("self-distillation students")
+    return distillation
 
 
 def _progress(trained: int, planned: int, started: float) -> str:
@@ -271,17 +223,12 @@ def _minutes(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def _check_arguments(replicates, n_test, group):
-    integer_at_least("replicates", replicates, 1)
-    integer_at_least("n_test", n_test, 1)
-    integer_at_least("group", group, 1)
-
-
 __all__ = [
     "AUTHORS_TEACHER_TEMPERATURES",
     "LS_FIXED_EPSILON",
     "OPTIONS",
     "PRESETS",
+    "ProtocolOptions",
     "SMOOTHING_MASSES",
     "TEACHER_GRIDS",
     "VALIDATION_LOSSES",

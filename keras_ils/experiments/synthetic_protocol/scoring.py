@@ -170,3 +170,15 @@ def _add_curve_sums(data, weights, ls_models, test_logits, teacher_temperature, 
             curve["teacher_sum"] += np.bincount(bins, weights=p[inside], minlength=CURVE_BINS)
             for j, student in enumerate(student_p):
                 curve["student_sum"][j] += np.bincount(bins, weights=student[inside], minlength=CURVE_BINS)
+
+
+__all__ = [
+    "CURVE_BINS",
+    "CURVE_INSTANCES",
+    "CURVE_RANGE",
+    "CURVE_TEACHERS",
+    "METRICS",
+    "empty_curves",
+    "replicate_rows",
+    "scores",
+]

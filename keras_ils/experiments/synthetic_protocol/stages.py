@@ -7,11 +7,22 @@ import numpy as np
 from keras_ils import calibration
 from keras_ils.experiments.data import synthetic
 from keras_ils.experiments.engine import vectorised
+from keras_ils.experiments.synthetic_protocol.options import ProtocolOptions
 from keras_ils.targets import ils_targets
 
 
-def _datasets(replicates, seed, n_test):
-    """Every replicate's `{"train", "val", "test"}` datasets (seeds `s`, `s + 10000`, `s + 20000`)."""
+def replicate_datasets(replicates: int, seed: int, n_test: int) -> list:
+    """Every replicate's `{"train", "val", "test"}` datasets (seeds `s`, `s + 10000`, `s + 20000`, `s = seed + r`).
+
+    Train and validation hold 50 points per class, test `n_test` per class
+    (`keras_ils.experiments.data.synthetic.make_dataset`).
+
+    Example:
+
+    >>> data = replicate_datasets(2, seed=0, n_test=10)
+    >>> len(data), len(data[1]["train"].y), len(data[1]["test"].y)
+    (2, 150, 30)
+    """
     return [
         dict(
             train=synthetic.make_dataset(50, seed + r),
@@ -29,30 +40,21 @@ def _model_seeds(seed, reps, offset, count, shared):
     return [(seed + r) * 1000 + offset + j + 1 for r in reps for j in range(count)]
 
 
-def _train_stage(
-    data,
-    reps,
-    configs,
-    offset,
-    teacher_logits,
-    teacher_t,
-    *,
-    seed,
-    shared_seeds,
-    teacher_grid="paper",
-    smoothing_mass="all_classes",
-    **training,
-):
+def train_stage(data, reps, configs, offset: int, teachers, options: ProtocolOptions):
     """Every model of `configs` on every replicate of `reps`, replicate-major, in one call of the trainer.
 
     `offset` is the index of `configs`' first model among a replicate's
-    models; `teacher_logits` are the replicates' calibrated teachers' logits
-    on their training sets and `teacher_t` their temperatures, or `None` for
+    models; `teachers` is `(T* per replicate, calibrated teacher logits on
+    each training set)` from `calibrated_teachers`, or `None` for
     teacher-free targets.
     """
-    targets = stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid, smoothing_mass)
-    seeds = _model_seeds(seed, reps, offset, len(configs), shared_seeds)
-    return train(data, [r for r in reps for _ in configs], targets, seeds, **training)
+    settings = options.settings
+    teacher_t, teacher_logits = (None, None) if teachers is None else teachers
+    targets = stage_targets(
+        data, reps, configs, teacher_logits, teacher_t, settings["teacher_grid"], settings["smoothing_mass"]
+    )
+    seeds = _model_seeds(options.seed, reps, offset, len(configs), settings["shared_seeds"])
+    return train(data, [r for r in reps for _ in configs], targets, seeds, options)
 
 
 def stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid="paper", smoothing_mass="all_classes"):
@@ -66,7 +68,7 @@ def stage_targets(data, reps, configs, teacher_logits, teacher_t, teacher_grid="
 
     Example:
 
-    >>> data = _datasets(2, seed=0, n_test=1)
+    >>> data = replicate_datasets(2, seed=0, n_test=1)
     >>> configs = [("Standard LS", dict(method="ls", epsilon=0.3)), ("No LS", dict(method="none"))]
     >>> y = stage_targets(data, [0, 1], configs, None, None)   # replicate 0's two configs, then replicate 1's
     >>> y.shape, bool(np.allclose(y[2], 0.7 * np.eye(3)[data[1]["train"].y] + 0.1))
@@ -122,24 +124,21 @@ def student_targets(
     return y.astype(np.float32)
 
 
-def train(data, rows, targets, seeds, *, init, epochs, pool_size, batch_size, weight_decay, validation_loss):
-    """Trains one model per entry of `rows` (a replicate index) on `targets` from `seeds`, in one trainer call."""
-    weights = vectorised.initial_weights(seeds, 2, synthetic.NUM_CLASSES, scheme=init)
+def train(data, rows, targets, seeds, options: ProtocolOptions):
+    """Trains one model per entry of `rows` (a replicate index) on `targets` from `seeds`, in one trainer call.
+
+    The initialisation (`options.settings["init"]`) and the trainer's
+    settings (`options.training()`) come from `options`.
+    """
+    weights = vectorised.initial_weights(seeds, 2, synthetic.NUM_CLASSES, scheme=options.settings["init"])
     x = np.stack([data[r]["train"].x for r in rows])
     x_val = np.stack([data[r]["val"].x for r in rows])
     y_val = np.stack([data[r]["val"].y for r in rows])
-    engine = vectorised.MLPTraining(
-        epochs=epochs,
-        pool_size=pool_size,
-        batch_size=batch_size,
-        weight_decay=weight_decay,
-        validation_loss="mean" if validation_loss == "example_mean" else validation_loss,
-    )
-    return vectorised.train_mlps(x, targets, x_val, y_val, seeds=seeds, weights=weights, training=engine)
+    return vectorised.train_mlps(x, targets, x_val, y_val, seeds=seeds, weights=weights, training=options.training())
 
 
-def _calibrated_teachers(data, first_stage, models_per_replicate, estimator):
-    """Every replicate's No LS teacher (its first model): `T*` on validation, calibrated logits on training."""
+def calibrated_teachers(data, first_stage, models_per_replicate: int, estimator: str) -> tuple:
+    """Every replicate's No LS teacher (its first model): `(T* on validation, calibrated logits on training)`."""
     reps = range(len(data))
     teacher_rows = np.arange(len(data)) * models_per_replicate
     teacher_weights = [(k[teacher_rows], b[teacher_rows]) for k, b in first_stage.weights]
@@ -151,7 +150,7 @@ def _calibrated_teachers(data, first_stage, models_per_replicate, estimator):
     return teacher_t, (teacher_train / teacher_t[:, None, None]).astype(np.float32)
 
 
-def _replicate_weights(first_stage, r, free_count, second_stage, i, taught_count):
+def replicate_weights(first_stage, r: int, free_count: int, second_stage, i: int, taught_count: int) -> list:
     """Replicate `r`'s weights: its teacher-free models, then its taught models (`i`-th in the second stage)."""
     index = np.r_[r * free_count : (r + 1) * free_count]
     index2 = np.r_[i * taught_count : (i + 1) * taught_count]
@@ -161,4 +160,12 @@ def _replicate_weights(first_stage, r, free_count, second_stage, i, taught_count
     ]
 
 
-__all__ = ["stage_targets", "student_targets", "train"]
+__all__ = [
+    "calibrated_teachers",
+    "replicate_datasets",
+    "replicate_weights",
+    "stage_targets",
+    "student_targets",
+    "train",
+    "train_stage",
+]

@@ -126,3 +126,13 @@ def best_smoothing_curves(results: dict) -> dict:
         ]
         out[teacher] = dict(best_epsilon=best, count=count.astype(int).tolist())
     return out
+
+
+__all__ = [
+    "DISTILLATION_CLAIMS",
+    "best_smoothing_curves",
+    "paired_comparison",
+    "sign_test",
+    "summarise",
+    "summarise_distillation",
+]

@@ -5,7 +5,7 @@ import pytest
 
 from keras_ils.experiments import synthetic_protocol
 from keras_ils.experiments.engine import vectorised
-from keras_ils.experiments.synthetic_protocol import run
+from keras_ils.experiments.synthetic_protocol import run, stages
 
 
 def _softmax(z):
@@ -59,7 +59,7 @@ class TestPresets:
     )
     def test_bad_options_fail_before_any_training(self, arguments, name):
         with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
-            synthetic_protocol.run_replicates(log=None, **arguments)
+            synthetic_protocol.ProtocolOptions(**arguments)
 
 
 def test_authors_teacher_grid():
@@ -125,7 +125,7 @@ def test_stage_targets_are_every_replicates_own_in_training_order(teacher_grid, 
     """One call per config over the group's stacked examples: block `r * configs + c` is replicate `r`'s targets of
     config `c`, to float32 rounding (TensorFlow's vectorised kernels may round an element differently by its place
     in the batch; the math itself is checked against numpy above)."""
-    data = run._datasets(3, seed=5, n_test=1)
+    data = stages.replicate_datasets(3, seed=5, n_test=1)
     free, taught = synthetic_protocol.model_configs(synthetic_protocol.grids(teacher_grid=teacher_grid))
     rng = np.random.default_rng(0)
     teacher_logits = rng.normal(size=(3, 150, 3)).astype(np.float32) * 2
@@ -157,28 +157,21 @@ def test_stage_targets_are_every_replicates_own_in_training_order(teacher_grid, 
 def test_train_passes_the_engine_options(monkeypatch, weight_decay, validation_loss, expected):
     calls = []
     monkeypatch.setattr(vectorised, "train_mlps", lambda *a, **k: calls.append(k))
-    data = run._datasets(1, 0, 5)
-    run.train(
-        data,
-        [0, 0],
-        np.zeros((2, 150, 3), np.float32),
-        [3, 4],
-        init="keras",
-        epochs=7,
-        pool_size=8,
-        batch_size=128,
-        weight_decay=weight_decay,
-        validation_loss=validation_loss,
+    data = stages.replicate_datasets(1, 0, 5)
+    options = synthetic_protocol.ProtocolOptions(
+        epochs=7, pool_size=8, batch_size=128, weight_decay=weight_decay, validation_loss=validation_loss
     )
+    run.train(data, [0, 0], np.zeros((2, 150, 3), np.float32), [3, 4], options)
     (keywords,) = calls
     assert keywords["training"] == vectorised.MLPTraining(epochs=7, pool_size=8, batch_size=128, **expected)
     assert list(keywords["seeds"]) == [3, 4]
 
 
 def test_a_quick_run_records_its_options_table2_and_fig2():
-    results = synthetic_protocol.run_replicates(
-        2, quick=True, n_test=40, epochs=3, batch_size=64, teacher_grid="authors", log=None
+    options = synthetic_protocol.ProtocolOptions(
+        replicates=2, quick=True, n_test=40, epochs=3, batch_size=64, teacher_grid="authors"
     )
+    results = synthetic_protocol.run_replicates(options, log=None)
     assert results["batch_size"] == 64 and results["teacher_grid"] == "authors" and results["preset"] == "package"
     assert set(results["distillation"]) == {"Bayes-Optimal", "No LS", "Standard LS", "ILS"}
     assert all(len(v) == 2 for v in results["distillation"].values())
