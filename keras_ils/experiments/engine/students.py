@@ -3,32 +3,30 @@
 The paper's method is ILS whose hyperparameters were chosen on the
 validation cross-entropy against hard labels over its grids (LS: 5 values of
 epsilon; ILS1: 5 x 5 of P1, P2; ILS2: 5 x 5 of epsilon, T; ILS: 5 x 5 x 5 of
-P1, P2, T). On vector data, with the paper's MLP or any plain MLP, every one
-of those students is one row of stacked weights in
-`keras_ils.experiments.engine.vectorised.train_mlps`, so the whole search is a few
-batched training calls instead of one `model.fit` per candidate:
+P1, P2, T). On vector data, with any plain MLP, every one of those students
+is one row of stacked weights in `keras_ils.experiments.engine.vectorised.train_mlps`,
+so the whole search is a few batched training calls instead of one
+`model.fit` per candidate. The engine trains every `keras_ils.methods` entry
+whose targets are fixed per example (`Method.engine`: No LS, LS, ILS1, ILS2,
+ILS, Dis, cLS), each candidate's targets made once by its entry's `targets`:
 
-1. the No LS teacher and every LS candidate (their targets need no teacher),
-   and, with `teacher_folds=k`, `k` cross-fitted teachers;
+1. the No LS teacher and every candidate needing no teacher (LS), and, with
+   `teacher_folds=k`, `k` cross-fitted teachers;
 2. the teacher's `T*` on the validation set (`keras_ils.calibration`'s
    robust fit) and its calibrated logits on the training set;
-3. every teacher-dependent candidate (ILS1, ILS2, ILS; the Dis and cLS
-   baselines), its targets made once by `keras_ils.targets` from those logits;
+3. every teacher-reading candidate (ILS1, ILS2, ILS, Dis, cLS) on those
+   logits; a method that borrows a value (`Method.borrows`: cLS takes LS's
+   chosen epsilon, as the paper does) takes its lender's choice;
 4. every candidate's validation logits, temperature (`fit_temperatures`) and
    validation NLL as trained and temperature-scaled.
 
 Selection is the paper's: a method's row is its candidate with the lowest
 validation NLL as trained; its "+ TempS" row is the candidate with the lowest
 NLL after its own temperature scaling (`StudentSearch.best(method, temps=True)`).
-The cLS baseline takes LS's chosen epsilon, as the paper does.
-
 Every candidate starts from the same initial weights and sees the same batch
 order (the seed's), so candidates differ only in their targets, as every
-trial of `keras_ils.tuning`'s KerasTuner search does. Each model trains by
-the package's MLP recipe (Adam, mini-batches, early stopping on the
-validation NLL, best epoch restored) and agrees with `model.fit` on the same
-initial weights and batches to float tolerance (tests/experiments/engine/test_vectorised.py,
-tests/experiments/engine/test_students.py).
+trial of `keras_ils.tuning`'s KerasTuner search does; each agrees with
+`model.fit` on the same weights and batches to float tolerance (tests/experiments/engine).
 
 Cross-fitted teacher (beyond the paper). ILS1 reads the teacher's `p_t` on the
 teacher's own training examples, where a network that fitted them says about
@@ -66,9 +64,8 @@ __all__ = [
     "search_students",
 ]
 
-# Models trained side by side by default (`MLPTraining.pool_size`; finished models' slots are refilled): it trained
-# the paper's 180 digits students fastest on 2 CPU cores (about 15 % faster than all of them at once;
-# benchmarks/RESULTS.md).
+# Models trained side by side by default (`MLPTraining.pool_size`; finished models' slots are refilled): the paper's
+# 180 digits students trained fastest so on 2 CPU cores (15 % faster than all at once; benchmarks/RESULTS.md).
 POOL_SIZE = 64
 
 
@@ -84,11 +81,9 @@ class SearchSettings:
             or `{hyperparameter: values}`. Defaults to `"paper"`.
         fixed: `{hyperparameter: value}` that every method reading it uses
             instead of searching it. Defaults to `{}` (search all).
-        training: a `keras_ils.experiments.engine.vectorised.MLPTraining`: the
-            MLP (`hidden_layers`, `units`; the paper's 5 x 64) and its recipe
-            (Adam's `learning_rate`, `batch_size`, `epochs`, `patience`; the
-            paper's 1e-2, 32, 500, 10), `pool_size` and `jit_compile`.
-            Defaults to `MLPTraining(pool_size=POOL_SIZE)`.
+        training: a `vectorised.MLPTraining`: the MLP (the paper's 5 x 64) and
+            its recipe (the paper's Adam 1e-2, batch 32, 500 epochs, patience
+            10). Defaults to `MLPTraining(pool_size=POOL_SIZE)`.
         seed: every model's initial weights and batch order. Defaults to `0`.
         teacher_folds: `1` for the paper's teacher, `k >= 2` for out-of-fold
             teacher logits from `k` cross-fitted teachers. Defaults to `1`.
@@ -169,6 +164,7 @@ class StudentSearch:
 
     @property
     def methods(self) -> tuple:
+        """The methods searched, the teacher's first, in training order."""
         return tuple(dict.fromkeys(m for m, _ in self.candidates))
 
     def logits(self, x, index: int) -> np.ndarray:
@@ -191,11 +187,6 @@ def checked_fixed(fixed) -> dict:
 
     >>> checked_fixed({"p1": 0.9})
     {'p1': 0.9}
-    >>> checked_fixed({"eps": 0.1})
-    Traceback (most recent call last):
-    ...
-    ValueError: Invalid value for argument `fixed`. Expected a dict whose keys are tuned by a registered method \
-(epsilon, p1, p2, temperature, ...). Received: fixed={'eps': 0.1}
     """
     fixed = dict(fixed or {})
     for name, value in fixed.items():
