@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tune each method with KerasTuner (same budget and seeds for all), selecting by the "
         "validation cross-entropy against hard labels, and print the chosen hyperparameters and test metrics. "
         "Running it again with the same --directory resumes the search. For KerasTuner's distributed mode "
-        "set KERASTUNER_TUNER_ID, KERASTUNER_ORACLE_IP and KERASTUNER_ORACLE_PORT (see the README).",
+        "set KERASTUNER_TUNER_ID, KERASTUNER_ORACLE_IP and KERASTUNER_ORACLE_PORT (see docs/guide/tuning.md).",
     )
     tune.set_defaults(command_parser=tune)
     _add_common_arguments(tune)
@@ -332,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("map", "mle", "authors"),
         default=None,
         help=_TEMPERATURE_FIT_HELP.replace("'map' (default;", "'map' (default, or the --preset's;")
-        + "; docs/synthetic_experiments.md's tables were made with 'mle'",
+        + "; docs/results/synthetic-protocol.md's tables were made with 'mle'",
     )
     benchmark.add_argument(
         "--batch-size",
