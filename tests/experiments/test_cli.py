@@ -56,15 +56,30 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
     )
 
 
-def test_run_with_fixed_values_trains_one_student_per_method(tmp_path, capsys):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def piped_fixed_run(tmp_path_factory):
+    """`keras-ils run --no-tune` as a user runs it: its own process, stdout and stderr piped, umask 022. Shared by
+    the tests of fixed values, of what goes to stdout and stderr, and of the output's permissions."""
+    out = tmp_path_factory.mktemp("piped") / "run"
     argv = ["run", "--epochs", "3", "--methods", "ls,ils", "--p1", "0.85", "--no-tune", "--output-dir", str(out)]
-    assert cli.main(argv) == 0
+    old = os.umask(0o022)  # the child's
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_ils_cli", *argv], capture_output=True, text=True, timeout=600
+        )
+    finally:
+        os.umask(old)
+    assert result.returncode == 0, result.stderr
+    return out, result
+
+
+def test_run_with_fixed_values_trains_one_student_per_method(piped_fixed_run):
+    out, result = piped_fixed_run
     results = json.loads((out / "results.json").read_text())
     assert results["tuned"] is False and results["models_trained"] == 3
     assert results["rows"][2]["hyperparameters"] == {"epsilon": 0.05}  # the synthetic defaults, P1 as given
     assert results["rows"][4]["hyperparameters"] == {"p1": 0.85, "p2": 2.0, "temperature": 1.0}
-    assert "not tuned" in capsys.readouterr().out
+    assert "not tuned" in result.stdout
 
 
 def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, capsys):
@@ -184,15 +199,11 @@ def test_unreadable_teacher_cache_fails_before_training(tmp_path, capsys, monkey
     assert not (tmp_path / "o").exists()
 
 
-def test_output_directory_gets_ordinary_permissions(tmp_path):
-    old = os.umask(0o022)
-    try:
-        assert cli.main(["run", "--epochs", "1", "--methods", "ls", "--output-dir", str(tmp_path / "o")]) == 0
-    finally:
-        os.umask(old)
-    assert oct((tmp_path / "o").stat().st_mode & 0o777) == oct(0o755)
-    assert oct((tmp_path / "o" / "results.json").stat().st_mode & 0o777) == oct(0o644)
-    assert oct((tmp_path / "o" / "reliability_ls.png").stat().st_mode & 0o777) == oct(0o644)
+def test_output_directory_gets_ordinary_permissions(piped_fixed_run):
+    out, _ = piped_fixed_run  # made under umask 022
+    assert oct(out.stat().st_mode & 0o777) == oct(0o755)
+    assert oct((out / "results.json").stat().st_mode & 0o777) == oct(0o644)
+    assert oct((out / "reliability_ls.png").stat().st_mode & 0o777) == oct(0o644)
 
 
 def test_unwritable_output_directory(tmp_path, capsys):
@@ -209,7 +220,7 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
         raise ValueError("boom in the middle")
 
     monkeypatch.setattr(engine_path, "record_engine_method", broken)  # after the search and the teacher's rows
-    assert cli.main(["run", "--epochs", "1", "--output-dir", str(tmp_path / "o")]) == 2
+    assert cli.main(["run", "--epochs", "1", "--methods", "ls", "--output-dir", str(tmp_path / "o")]) == 2
     assert list(tmp_path.iterdir()) == []
 
 
@@ -302,13 +313,12 @@ def test_native_stderr_is_hidden_and_python_stderr_kept(hidden):
     assert result.returncode == 0 and result.stderr.splitlines() == expected
 
 
-def test_a_piped_run_prints_the_table_alone_and_no_tensorflow_logging(tmp_path):
-    argv = ["run", "--epochs", "2", "--methods", "ls", "--no-tune", "--output-dir", str(tmp_path / "o")]
-    result = subprocess.run([sys.executable, "-m", "keras_ils_cli", *argv], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
+def test_a_piped_run_prints_the_table_alone_and_no_tensorflow_logging(piped_fixed_run):
+    _, result = piped_fixed_run
     lines = result.stdout.splitlines()
     assert lines[0].startswith("synthetic / mlp: teacher T*") and lines[-1].startswith("Hyperparameters fixed")
-    assert [line.split("  ")[0] for line in lines[4:8]] == ["No LS", "No LS + TempS", "LS", "LS + TempS"]
+    names = ["No LS", "No LS + TempS", "LS", "LS + TempS", "ILS", "ILS + TempS"]
+    assert [line.split("  ")[0] for line in lines[4:10]] == names
     assert "Results written to" in result.stderr and "Results written to" not in result.stdout
     absl_lines = [line for line in result.stderr.splitlines() if line[:1] in "IWE" and line[1:5].isdigit()]
     assert absl_lines == [] and "absl::InitializeLog" not in result.stderr

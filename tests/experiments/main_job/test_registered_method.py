@@ -93,12 +93,14 @@ def test_run_searches_and_reports_it_and_the_methods_command_lists_it(throwaway,
     assert ["throwaway", "Focal", "gamma", "no", "model.fit"] in listed
 
 
-def test_run_without_tuning_takes_the_first_value_of_its_grid(throwaway, tmp_path):
-    out = tmp_path / "run"
-    assert cli.main(["run", "--methods", "throwaway", "--epochs", "2", "--no-tune", "--output-dir", str(out)]) == 0
-    rows = json.loads((out / "results.json").read_text())["rows"]
-    assert [row["model"] for row in rows][2:] == ["Focal", "Focal + TempS"]
-    assert rows[2]["hyperparameters"] == {"gamma": GAMMAS[0]} and "trials" not in rows[2]
+def test_run_without_tuning_takes_the_first_value_of_its_grid(throwaway):
+    from keras_ils.experiments.main_job.budget import fixed_space
+    from keras_ils.experiments.main_job.config import RunConfig
+    from keras_ils.experiments.main_job.fitting import Setup
+
+    setup = Setup.make(datasets.load("synthetic"), RunConfig(methods=("throwaway", "ls"), tune=False))
+    assert setup.fixed == {"epsilon": 0.05, "p1": 0.8, "p2": 2.0, "temperature": 1.0, "gamma": GAMMAS[0]}
+    assert fixed_space("throwaway", setup.config.search_space, setup.fixed) == {"gamma": (GAMMAS[0],)}  # one fit
 
 
 def test_the_keras_tuner_hypermodel_searches_its_hyperparameter(throwaway, tmp_path):
