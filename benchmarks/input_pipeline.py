@@ -76,13 +76,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     _common.print_header("Input pipeline: teacher targets attached, against what training consumes")
-    if args.dataset == "synthetic":
-        source, labels = synthetic_source(args.examples, args.num_classes)
-        num_classes = args.num_classes
-    else:
-        splits = datasets.load(args.dataset, data_dir=args.data_dir)
-        source, num_classes = splits.train, splits.num_classes
-        labels = np.concatenate([y.numpy() for _, y in source.batch(4096)])
+    source, labels, num_classes = _source(args)
     count = len(labels)
     rng = np.random.default_rng(1)
     rows = TeacherLogits(2.0 * rng.normal(size=(count, num_classes)).astype(np.float32), labels.astype(np.int64), {})
@@ -104,17 +98,39 @@ def main(argv=None):
     steady = _common.interleaved(
         {name: (lambda p=p: epoch_seconds(p)) for name, p in pipelines.items()}, args.rounds, warmup=0
     )
+    step = _step_seconds(args, num_classes, recipe, pipelines["teacher targets"].repeat())
+    consumed = args.batch_size / step
+    _print_rates(count, first, steady, consumed)
+    ratio, low, high = _common.paired_ratio(steady, "teacher targets", "hard labels")
+    print()
+    print(f"training consumes {consumed:,.0f} examples/s ({args.model}, ILSLoss, {1e3 * step:.1f} ms per step)")
+    print(f"steady epoch time, teacher targets / hard labels: {ratio:.3f} [{low:.3f}, {high:.3f}]")
+    return first, steady, consumed
 
+
+def _source(args):
+    """`(unbatched (x, y) dataset, its labels, the class count)` of `--dataset`."""
+    if args.dataset == "synthetic":
+        source, labels = synthetic_source(args.examples, args.num_classes)
+        return source, labels, args.num_classes
+    splits = datasets.load(args.dataset, data_dir=args.data_dir)
+    labels = np.concatenate([y.numpy() for _, y in splits.train.batch(4096)])
+    return splits.train, labels, splits.num_classes
+
+
+def _step_seconds(args, num_classes, recipe, train):
+    """The median seconds of one training step of `--model` with `ILSLoss` on `train` (after tracing)."""
     keras.utils.set_random_seed(0)
     student = models.build(args.model, num_classes, (32, 32, 3))
     student.compile(optimizer=recipe.build_optimizer(), loss=keras_ils.ILSLoss(method="ils", p1=0.9, p2=1.5))
-    train = pipelines["teacher targets"].repeat()
     _common.fit_step_seconds(student, train, 2)  # traces
-    step = float(np.median([_common.fit_step_seconds(student, train, args.train_steps) for _ in range(3)]))
-    consumed = args.batch_size / step
+    return float(np.median([_common.fit_step_seconds(student, train, args.train_steps) for _ in range(3)]))
 
+
+def _print_rates(count, first, steady, consumed):
+    """The table: each pipeline's first and steady examples per second, against what training consumes."""
     table_rows = []
-    for name in build:
+    for name in first:
         first_rate = count / float(np.median(first[name]))
         steady_rate = count / float(np.median(steady[name]))
         table_rows.append(
@@ -127,17 +143,12 @@ def main(argv=None):
                 _common.verdict_at_least(steady_rate / consumed, 10) if name == "teacher targets" else "",
             ]
         )
-    ratio, low, high = _common.paired_ratio(steady, "teacher targets", "hard labels")
     print(
         _common.table(
             ["pipeline", "first epoch ex/s", "steady ex/s", "first / training", "steady / training", "target"],
             table_rows,
         )
     )
-    print()
-    print(f"training consumes {consumed:,.0f} examples/s ({args.model}, ILSLoss, {1e3 * step:.1f} ms per step)")
-    print(f"steady epoch time, teacher targets / hard labels: {ratio:.3f} [{low:.3f}, {high:.3f}]")
-    return first, steady, consumed
 
 
 if __name__ == "__main__":

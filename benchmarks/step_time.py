@@ -39,6 +39,7 @@ Targets (issue "performance and scale"):
 from __future__ import annotations
 
 import argparse
+from typing import NamedTuple
 
 import _common
 import keras
@@ -49,8 +50,7 @@ from keras import ops
 import keras_ils
 from keras_ils import data
 from keras_ils.experiments.data import synthetic
-from keras_ils.experiments.engine import training
-from keras_ils.experiments.zoo import models
+from keras_ils.experiments.zoo import models, recipes
 
 ILS = dict(method="ils", p1=0.9, p2=1.5, temperature=1.0)
 
@@ -103,75 +103,115 @@ def _build(model_name, num_classes, input_shape, weights, policy="float32"):
     return model
 
 
-def benchmark_model(model_name, args):
-    x, y, num_classes = _arrays(model_name, args.batches * args.batch_size_for(model_name), args.num_classes, 0)
-    input_shape = x.shape[1:]
+class _Setup(NamedTuple):
+    """One model's data, recipe, initial weights and calibrated teacher, shared by every variant."""
+
+    model_name: str
+    x: np.ndarray
+    num_classes: int
+    batch_size: int
+    recipe: recipes.Recipe
+    weights: list
+    teacher: keras.Model
+    sparse: tf.data.Dataset  # batches with hard labels
+    teacher_rows: tf.data.Dataset  # batches with teacher targets
+
+
+def _setup(model_name, args) -> _Setup:
     batch_size = args.batch_size_for(model_name)
-    recipe = training.recipe_for(model_name)
+    x, y, num_classes = _arrays(model_name, args.batches * batch_size, args.num_classes, 0)
     keras.utils.set_random_seed(0)
-    weights = models.build(model_name, num_classes, input_shape).get_weights()
-    teacher = models.build(model_name, num_classes, input_shape)
+    weights = models.build(model_name, num_classes, x.shape[1:]).get_weights()
+    teacher = models.build(model_name, num_classes, x.shape[1:])
     calibrated_teacher = keras_ils.calibrate(teacher, (x[:512], y[:512]))
     source = tf.data.Dataset.from_tensor_slices((x, y))
     rows = keras_ils.compute_teacher_logits(calibrated_teacher, source)
     sparse = _batches(data.with_hard_labels(source), batch_size, args.batches)
     teacher_rows = _batches(data.with_teacher_targets(source, rows), batch_size, args.batches)
-    plain_loss = lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # noqa: E731
+    recipe = recipes.recipe_for(model_name)
+    return _Setup(model_name, x, num_classes, batch_size, recipe, weights, calibrated_teacher, sparse, teacher_rows)
+
+
+def _plain_loss():
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _variants(setup: _Setup, args) -> dict:
+    """`{name: (compiled model, batches)}`: every variant of the module table, XLA and mixed precision."""
 
     def variant(loss, policy="float32", jit_compile=False, wrap=None):
-        student = _build(model_name, num_classes, input_shape, weights, policy)
+        student = _build(setup.model_name, setup.num_classes, setup.x.shape[1:], setup.weights, policy)
         model = wrap(student) if wrap else student
-        model.compile(optimizer=recipe.build_optimizer(), loss=loss, jit_compile=jit_compile)
+        model.compile(optimizer=setup.recipe.build_optimizer(), loss=loss, jit_compile=jit_compile)
         return model
 
-    online = lambda student: keras_ils.OnlineTeacher(student, calibrated_teacher)  # noqa: E731
-    in_loss = lambda student: TeacherInLoss(student, calibrated_teacher)  # noqa: E731
+    online = lambda student: keras_ils.OnlineTeacher(student, setup.teacher)  # noqa: E731
+    in_loss = lambda student: TeacherInLoss(student, setup.teacher)  # noqa: E731
+    sparse, teacher_rows = setup.sparse, setup.teacher_rows
     variants = {
-        "plain cross-entropy": (variant(plain_loss()), sparse),
+        "plain cross-entropy": (variant(_plain_loss()), sparse),
         "LS": (variant(keras_ils.ILSLoss(method="ls", epsilon=0.1)), sparse),
         "ILS, cached teacher": (variant(keras_ils.ILSLoss(**ILS)), teacher_rows),
         "ILS, online teacher": (variant(keras_ils.ILSLoss(**ILS), wrap=online), sparse),
         "ILS, teacher in the loss": (variant(None, wrap=in_loss), sparse),
     }
     if not args.no_xla:
-        variants["plain cross-entropy, XLA"] = (variant(plain_loss(), jit_compile=True), sparse)
+        variants["plain cross-entropy, XLA"] = (variant(_plain_loss(), jit_compile=True), sparse)
         variants["ILS, cached teacher, XLA"] = (variant(keras_ils.ILSLoss(**ILS), jit_compile=True), teacher_rows)
         variants["ILS, online teacher, XLA"] = (
             variant(keras_ils.ILSLoss(**ILS), jit_compile=True, wrap=online),
             sparse,
         )
-    for policy in args.policies_for(model_name):
-        variants[f"plain cross-entropy, {policy}"] = (variant(plain_loss(), policy=policy), sparse)
+    for policy in args.policies_for(setup.model_name):
+        variants[f"plain cross-entropy, {policy}"] = (variant(_plain_loss(), policy=policy), sparse)
         variants[f"ILS, cached teacher, {policy}"] = (variant(keras_ils.ILSLoss(**ILS), policy=policy), teacher_rows)
+    return variants
 
-    steps = args.steps_for(model_name)
-    calls = {name: (lambda m=m, d=d: _common.fit_step_seconds(m, d, steps)) for name, (m, d) in variants.items()}
-    x_batch = tf.convert_to_tensor(x[:batch_size])
-    forward = lambda x, i: ops.sum(calibrated_teacher(x + 1e-6 * i, training=False))  # noqa: E731
-    calls["teacher forward"] = _common.in_graph_seconds(forward, (x_batch,), steps)
-    if not args.no_xla:
-        calls["teacher forward, XLA"] = _common.in_graph_seconds(forward, (x_batch,), steps, jit_compile=True)
 
-    logits = tf.constant(calibrated_teacher.predict(x[:batch_size], verbose=0))
-    sparse_batch, teacher_batch = next(iter(sparse))[1], next(iter(teacher_rows))[1]
-    losses = {
-        "plain cross-entropy": (plain_loss(), sparse_batch),
+def _losses(setup: _Setup) -> dict:
+    """`{name: (loss, y batch)}` of the losses timed alone."""
+    sparse_batch, teacher_batch = next(iter(setup.sparse))[1], next(iter(setup.teacher_rows))[1]
+    return {
+        "plain cross-entropy": (_plain_loss(), sparse_batch),
         "LS": (keras_ils.ILSLoss(method="ls", epsilon=0.1), sparse_batch),
         "ILS, cached teacher": (keras_ils.ILSLoss(**ILS), teacher_batch),
     }
+
+
+def _calls(setup: _Setup, variants, losses, steps, args) -> dict:
+    """The timed functions: each variant's `fit`, the teacher's forward pass, each loss and its gradient alone."""
+    calls = {name: (lambda m=m, d=d: _common.fit_step_seconds(m, d, steps)) for name, (m, d) in variants.items()}
+    x_batch = tf.convert_to_tensor(setup.x[: setup.batch_size])
+    forward = lambda x, i: ops.sum(setup.teacher(x + 1e-6 * i, training=False))  # noqa: E731
+    calls["teacher forward"] = _common.in_graph_seconds(forward, (x_batch,), steps)
+    if not args.no_xla:
+        calls["teacher forward, XLA"] = _common.in_graph_seconds(forward, (x_batch,), steps, jit_compile=True)
+    logits = tf.constant(setup.teacher.predict(setup.x[: setup.batch_size], verbose=0))
     for name, (loss, y_batch) in losses.items():
         calls[f"loss alone: {name}"] = _common.in_graph_seconds(_loss_and_gradient(loss), (y_batch, logits), 200)
+    return calls
 
+
+def benchmark_model(model_name, args):
+    setup = _setup(model_name, args)
+    variants, losses = _variants(setup, args), _losses(setup)
+    steps = args.steps_for(model_name)
+    calls = _calls(setup, variants, losses, steps, args)
     policies = ", ".join(args.policies_for(model_name)) or "none"
     print(
-        f"## {model_name}: {num_classes} classes, input {tuple(input_shape)}, batch {batch_size}, "
-        f"{recipe.optimizer} optimizer, mixed precision: {policies}; "
+        f"## {model_name}: {setup.num_classes} classes, input {tuple(setup.x.shape[1:])}, batch {setup.batch_size}, "
+        f"{setup.recipe.optimizer} optimizer, mixed precision: {policies}; "
         f"{args.rounds_for(model_name)} rounds of {steps} steps per variant",
         flush=True,
     )
     times = _common.interleaved(calls, rounds=args.rounds_for(model_name), warmup=1)
     utilisation = _utilisation(variants, steps) if _common.GpuUtilisation.available() else {}
+    _print_steps(times, variants, utilisation, setup.batch_size)
+    _print_losses(times, losses, setup)
+    return times
 
+
+def _print_steps(times, variants, utilisation, batch_size):
     rows = []
     for name in variants:
         baseline = _baseline(name)
@@ -196,6 +236,8 @@ def benchmark_model(model_name, args):
     print(_common.table(headers, rows))
     print()
 
+
+def _print_losses(times, losses, setup: _Setup):
     plain_step = float(np.median(times["plain cross-entropy"]))
     plain_loss_time = float(np.median(times["loss alone: plain cross-entropy"]))
     loss_rows = []
@@ -203,10 +245,12 @@ def benchmark_model(model_name, args):
         median = float(np.median(times[f"loss alone: {name}"]))
         added = median - plain_loss_time
         loss_rows.append([name, f"{1e6 * median:.1f}", f"{1e6 * added:+.1f}", f"{100 * added / plain_step:+.3f} %"])
-    print(f"loss and its gradient alone, on a [{batch_size}, {num_classes}] batch of logits, in a tf.function loop:")
+    print(
+        f"loss and its gradient alone, on a [{setup.batch_size}, {setup.num_classes}] batch of logits, "
+        "in a tf.function loop:"
+    )
     print(_common.table(["loss", "us per step", "added vs plain, us", "added, % of the plain step"], loss_rows))
     print(flush=True)
-    return times
 
 
 def _loss_and_gradient(loss):
@@ -275,7 +319,7 @@ def main(argv=None):
     else:
         policies = [p for p in args.policies.split(",") if p]
         args.policies_for = lambda name: policies
-    recipe_batch = lambda name: training.recipe_for(name).batch_size  # noqa: E731
+    recipe_batch = lambda name: recipes.recipe_for(name).batch_size  # noqa: E731
     args.batch_size_for = lambda name: args.batch_size or recipe_batch(name)
     args.steps_for = lambda name: args.steps or (40 if name == "mlp" else 3)
     args.rounds_for = lambda name: args.rounds or (40 if name == "mlp" else 5)

@@ -109,6 +109,16 @@ def main():
         "--replicates", type=int, default=5, help="replicates whose grids the vectorised trainer trains per round"
     )
     args = parser.parse_args()
+    _print_machine()
+    layouts = {"vectorised, TF ops": False, "vectorised, whole-epoch XLA": True}
+    auto = next(variant for variant, jit_compile in layouts.items() if jit_compile == vectorised.whole_epoch_xla())
+    print(f"auto picks: {auto}")
+    rates = _rounds(args, layouts)
+    print(f"load average at end: {load()}\n")
+    _print_rates(rates, layouts, auto)
+
+
+def _print_machine():
     cpu = platform.processor() or platform.machine()
     try:
         for line in subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout.splitlines():
@@ -119,9 +129,10 @@ def main():
     print(f"command: python {' '.join(sys.argv)}")
     print(f"cpu: {cpu}, {os.cpu_count()} logical cores; tensorflow {tf.__version__}, keras {keras.__version__}")
     print(f"load average at start: {load()}")
-    layouts = {"vectorised, TF ops": False, "vectorised, whole-epoch XLA": True}
-    auto = next(variant for variant, jit_compile in layouts.items() if jit_compile == vectorised.whole_epoch_xla())
-    print(f"auto picks: {auto}")
+
+
+def _rounds(args, layouts) -> dict:
+    """`{variant: [(models/s, model-epochs/s, models, model-epochs, seconds) per round]}`, in rotating order."""
     rates = {variant: [] for variant in [*layouts, "model.fit"]}
     # warm-up: trace and compile every path once, outside the timings
     warm = replicate(999)
@@ -144,7 +155,10 @@ def main():
                 f"round {round_}: {variant:27s} {n:4d} models, {epochs:6d} model-epochs in {seconds:6.1f} s: "
                 f"{n / seconds:8.2f} models/s, {epochs / seconds:8.1f} model-epochs/s (load {load()})"
             )
-    print(f"load average at end: {load()}\n")
+    return rates
+
+
+def _print_rates(rates, layouts, auto):
     print("| route | models/s (median) | model-epochs/s (median) | full protocol, 21,200 models (extrapolated) |")
     print("|---|---|---|---|")
     for variant, values in rates.items():

@@ -41,12 +41,9 @@ def model_epoch_flop(n_train=N_TRAIN, n_val=N_VAL, sizes=None) -> float:
     return 2.0 * (n_train * (forward + backward) + n_val * forward)
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    rng = np.random.default_rng(0)
-
+def _calls(rng) -> tuple[dict, dict]:
+    """`({name: timed function}, {name: its floating-point operations})`: a large sgemm, the engine's shapes, the
+    engine itself on 1,024 random 150-point problems for 8 epochs (compiled before it is timed)."""
     a = tf.constant(rng.random((2048, 2048), np.float32))
     sgemm = tf.function(lambda m: tf.matmul(m, m))
 
@@ -89,6 +86,14 @@ def main():
         "engine shapes": repeat(lambda: engine_shapes(h, w, v), 50),
         "train_mlps": lambda: vectorised.train_mlps(*engine_args, seeds=np.arange(1024), training=engine(8)),
     }
+    return calls, flop
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    calls, flop = _calls(np.random.default_rng(0))
     print("\n".join(machine()))
     print(f"one model-epoch: {model_epoch_flop() / 1e6:.2f} MFLOP; protocol: {PROTOCOL_MODEL_EPOCHS:,} model-epochs")
     times = interleaved(calls, args.rounds)
