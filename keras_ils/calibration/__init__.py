@@ -1,24 +1,35 @@
-"""Post-hoc calibration: temperature scaling and the affine maps beyond it, as fixed Keras layers.
+"""Post-hoc calibration: temperature scaling, the affine maps, binning and ensembles, as fixed Keras layers.
 
 Every calibrator is a layer that takes a classifier's logits (or probabilities
-with `from_logits=False`) and returns calibrated logits, fitted on validation
-outputs; `calibrate(model, data, method=...)` fits one and appends it to a
-model.
+with `from_logits=False`) and returns calibrated logits (log-probabilities for
+the binning and ensemble methods; probabilities with `from_logits=False`),
+fitted on validation outputs; `calibrate(model, data, method=...)` fits one
+and appends it to a model, `fit_calibrator(method, outputs, labels)` fits one
+on arrays. `LAYERS` maps each method to its layer class. Every layer computes
+in float32 under any global dtype policy.
 
-| `method`        | layer                  | fitted by          | module        |
-|-----------------|------------------------|--------------------|---------------|
-| `"temperature"` | `TemperatureScaling`   | `fit_temperature`  | `temperature` |
-| `"vector"`      | `VectorScaling`        | `fit_calibrator`   | `maps`        |
-| `"matrix"`      | `MatrixScaling`        | `fit_calibrator`   | `maps`        |
-| `"dirichlet"`   | `DirichletCalibration` | `fit_calibrator`   | `maps`        |
+| `method`                 | layer                        | fitted by                                 | module        |
+|--------------------------|------------------------------|-------------------------------------------|---------------|
+| `"temperature"`          | `TemperatureScaling`         | `fit_temperature`                         | `temperature` |
+| `"vector"`               | `VectorScaling`              | `fit_calibrator` (L-BFGS)                 | `maps`        |
+| `"matrix"`               | `MatrixScaling`              | `fit_calibrator` (L-BFGS, ODIR)           | `maps`        |
+| `"dirichlet"`            | `DirichletCalibration`       | `fit_calibrator` (L-BFGS, ODIR)           | `maps`        |
+| `"histogram"`            | `HistogramBinning`           | `fit_calibrator` (equal-mass bins)        | `histogram`   |
+| `"isotonic"`             | `IsotonicCalibration`        | `fit_calibrator` (pool adjacent violators)| `isotonic`    |
+| `"ensemble_temperature"` | `EnsembleTemperatureScaling` | `fit_calibrator` (T, then simplex weights)| `ensemble`    |
 
-The fits (`temperature`, `solvers`) are float64 numpy, so they run the same under
-every Keras backend.
+The fits (`temperature`, `solvers`, `histogram`, `isotonic`, `ensemble`) are
+float64 numpy, so they run the same under every Keras backend; `registry`
+holds the table and `fit_calibrator`, `model` holds `calibrate`.
 """
 
+from keras_ils.calibration.ensemble import EnsembleTemperatureScaling
+from keras_ils.calibration.histogram import HistogramBinning
+from keras_ils.calibration.isotonic import IsotonicCalibration
 from keras_ils.calibration.maps import DirichletCalibration, MatrixScaling, VectorScaling
-from keras_ils.calibration.model import LAYERS, METHODS, calibrate
-from keras_ils.calibration.solvers import CalibratorFit, CalibratorFitWarning, fit_calibrator
+from keras_ils.calibration.model import calibrate
+from keras_ils.calibration.registry import LAYERS, METHODS, fit_calibrator
+from keras_ils.calibration.reports import CalibratorFit, CalibratorFitWarning
 from keras_ils.calibration.temperature import (
     ESTIMATORS,
     TemperatureFit,
@@ -36,6 +47,9 @@ __all__ = [
     "CalibratorFit",
     "CalibratorFitWarning",
     "DirichletCalibration",
+    "EnsembleTemperatureScaling",
+    "HistogramBinning",
+    "IsotonicCalibration",
     "MatrixScaling",
     "TemperatureFit",
     "TemperatureFitWarning",

@@ -48,7 +48,7 @@ from keras import ops
 from keras_ils._checks import number_in
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 
-__all__ = ["DEFAULT_ODIR", "LAYERS", "DirichletCalibration", "MatrixScaling", "VectorScaling"]
+__all__ = ["DEFAULT_ODIR", "AFFINE_LAYERS", "DirichletCalibration", "MatrixScaling", "VectorScaling"]
 
 DEFAULT_ODIR = 0.01
 
@@ -252,4 +252,4 @@ class DirichletCalibration(_ODIRMap):
 
 
 # `fit_calibrator(method)`'s layer for each method name
-LAYERS = {"vector": VectorScaling, "matrix": MatrixScaling, "dirichlet": DirichletCalibration}
+AFFINE_LAYERS = {"vector": VectorScaling, "matrix": MatrixScaling, "dirichlet": DirichletCalibration}

@@ -2,53 +2,55 @@
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 import numpy as np
 
-from keras_ils._checks import invalid, odir_refused
-from keras_ils.calibration import maps, solvers
-from keras_ils.calibration.temperature import DEFAULT_PRIOR_SCALE, TemperatureScaling, _estimate, _warn
+from keras_ils.calibration import registry
 from keras_ils.data import predict_with_labels
 
-__all__ = ["LAYERS", "METHODS", "calibrate"]
-
-METHODS = ("temperature", *solvers.METHODS)
-LAYERS = {"temperature": TemperatureScaling, **maps.LAYERS}  # each method's layer class
+__all__ = ["calibrate"]
 
 
 def calibrate(
     model: keras.Model,
     validation_data,
     *,
-    method: str = "temperature",
+    method: registry.Method = "temperature",
     from_logits: bool = True,
-    estimator: str = "map",
-    prior_scale: float = DEFAULT_PRIOR_SCALE,
-    bounds: tuple | None = None,
-    off_diagonal_l2: float | None = None,
-    intercept_l2: float | None = None,
     return_fit: bool = False,
+    **options,
 ):
     """Fits a calibration map on validation data and returns `model` followed by it, fixed.
 
+    The calibrated model takes `model`'s inputs (one plain tensor for a
+    one-input model, so `calibrated.export(...)` serves a plain tensor), and
+    its calibration layer computes in float32 under any dtype policy. The
+    fit's warning (a `TemperatureFitWarning` or `CalibratorFitWarning`) is
+    issued in the caller's name.
+
     Args:
         model: a trained Keras classifier.
-        validation_data: a `tf.data.Dataset` of batched `(x, y)` or a tuple
-            `(x, y)`; `y` sparse, one-hot or teacher targets.
-        method: `"temperature"` (a `TemperatureScaling` holding `T*`),
-            `"vector"`, `"matrix"` or `"dirichlet"` (the layers of
-            `keras_ils.calibration`, fitted by `fit_calibrator`).
-            Defaults to `"temperature"`.
+        validation_data: a `tf.data.Dataset` of batched `(x, y)`, a tuple
+            `(x, y)`, a `keras.utils.PyDataset` or an iterable of `(x, y)`
+            batches, with at least one example; `y` sparse, one-hot or
+            teacher targets.
+        method: one of `keras_ils.calibration.METHODS`: `"temperature"` (a
+            `TemperatureScaling` holding `T*`), `"vector"`, `"matrix"`,
+            `"dirichlet"`, `"histogram"`, `"isotonic"` or
+            `"ensemble_temperature"` (the layers of `LAYERS`, fitted by
+            `fit_calibrator`). Defaults to `"temperature"`.
         from_logits: whether `model` outputs logits (else probabilities).
             Defaults to `True`.
-        estimator, prior_scale, bounds: the temperature fit, as in
-            `fit_temperature` (`method="temperature"` only). Defaults to the
-            MAP fit.
-        off_diagonal_l2, intercept_l2: ODIR's weights, as in `fit_calibrator`
-            (`"matrix"` and `"dirichlet"` only). Default to `0.01`.
         return_fit: also return the fit's report: a `TemperatureFit` (status,
             example count, unregularised optimum) or a
             `keras_ils.calibration.CalibratorFit`. Defaults to `False`.
+        **options: the method's options, as in `fit_calibrator`: for example
+            `estimator`, `prior_scale` and `bounds` of the temperature fit
+            (`"temperature"`, `"ensemble_temperature"`; the MAP fit by
+            default), ODIR's `off_diagonal_l2` and `intercept_l2`
+            (`"matrix"`, `"dirichlet"`), `num_bins` (`"histogram"`).
 
     Returns:
         A new model sharing `model`'s layers; its last layer is the fitted
@@ -66,23 +68,12 @@ def calibrate(
     >>> type(calibrate(model, (x, y), method="dirichlet").layers[-1]).__name__
     'DirichletCalibration'
     """
-    if method not in METHODS:
-        raise invalid("method", f"one of {METHODS}", method)
-    odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2)
-    if method == "temperature" and any(value is not None for value in odir.values()):
-        raise odir_refused(method)
+    registry.check_method_and_options(method, options)
     outputs, y = _predict(model, validation_data)
-    if method != "temperature":
-        odir = {name: value for name, value in odir.items() if value is not None}  # refused for "vector"
-        layer, fit = solvers.fit_calibrator(method, outputs, y, from_logits=from_logits, return_fit=True, **odir)
-        calibrated = _followed_by(model, layer)
-        return (calibrated, fit) if return_fit else calibrated
-    logits = outputs if from_logits else np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
-    fit = _estimate(logits, y, estimator, prior_scale, bounds)
-    _warn(fit)
-    scaling = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
-    scaling.build(outputs.shape)
-    calibrated = _followed_by(model, scaling)
+    layer, fit, category = registry.fit(method, outputs, y, from_logits=from_logits, **options)
+    if fit.warning:
+        warnings.warn(fit.warning, category, stacklevel=2)
+    calibrated = _followed_by(model, layer)
     return (calibrated, fit) if return_fit else calibrated
 
 

@@ -1,58 +1,26 @@
-"""Fitting the calibration maps of `keras_ils.calibration.maps` on validation outputs: `fit_calibrator`.
+"""Fitting the affine calibration maps of `keras_ils.calibration.maps` on validation outputs: `fit_affine`.
 
 The objectives are convex; the fit is an L-BFGS in float64 numpy from the
 identity map, to a gradient of `tolerance`. A fit that did not converge, whose
 map separates the validation set, or whose map is extreme (a parameter beyond
-`EXTREME_PARAMETER` in size) issues a `CalibratorFitWarning` (see
-`CalibratorFit.status`): none returns a map that overfits in silence.
+`EXTREME_PARAMETER` in size) reports it (see `CalibratorFit.status`), and
+`fit_calibrator` warns: none returns a map that overfits in silence.
 """
 
 from __future__ import annotations
-
-import warnings
-from typing import NamedTuple
 
 import keras
 import numpy as np
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, number_in, odir_refused
-from keras_ils.calibration.maps import DEFAULT_ODIR, LAYERS
+from keras_ils.calibration.maps import AFFINE_LAYERS, DEFAULT_ODIR
+from keras_ils.calibration.reports import CalibratorFit
 
-__all__ = ["EXTREME_PARAMETER", "METHODS", "CalibratorFit", "CalibratorFitWarning", "fit_calibrator"]
+__all__ = ["EXTREME_PARAMETER", "METHODS", "fit_affine"]
 
-METHODS = tuple(LAYERS)
+METHODS = tuple(AFFINE_LAYERS)
 EXTREME_PARAMETER = 100.0  # a scale of 100 is a temperature of 0.01, the end of temperature scaling's search
-
-
-class CalibratorFitWarning(UserWarning):
-    """A calibrator fit that did not converge or whose map is extreme (see `CalibratorFit.status`)."""
-
-
-class CalibratorFit(NamedTuple):
-    """What `fit_calibrator` found, for reports.
-
-    Attributes:
-        method: `"vector"`, `"matrix"` or `"dirichlet"`.
-        status: `"fitted"`, `"separated"` (the map classifies every
-            validation example correctly: their NLL has no optimum they pin
-            down), `"extreme"` (a parameter beyond `EXTREME_PARAMETER` in size:
-            the map overfits a validation set it nearly separates) or
-            `"not_converged"`.
-        num_examples: validation examples the fit saw.
-        nll: the calibrated validation mean NLL.
-        objective: `nll` plus the ODIR terms, what the fit minimised.
-        iterations: L-BFGS iterations.
-        warning: the warning issued, or `None`.
-    """
-
-    method: str
-    status: str
-    num_examples: int
-    nll: float
-    objective: float
-    iterations: int
-    warning: str | None
 
 
 def _split(parameters, k, full):
@@ -216,7 +184,7 @@ def _diagnosis(method, parameters, features, labels, converged, iterations):
     return "fitted", None
 
 
-def fit_calibrator(
+def fit_affine(
     method: str,
     outputs,
     labels,
@@ -226,77 +194,14 @@ def fit_calibrator(
     intercept_l2: float | None = None,
     max_iterations: int = 1000,
     tolerance: float = 1e-8,
-    return_fit: bool = False,
 ):
-    """Fits a calibration map on validation outputs and returns it as a fixed layer.
+    """Fits `"vector"`, `"matrix"` or `"dirichlet"`: `(layer, CalibratorFit)`, without warning.
 
     Minimises the validation mean NLL (plus ODIR for `"matrix"` and
-    `"dirichlet"`; see the module docstring) by L-BFGS in float64, from the
-    identity map. Issues a `CalibratorFitWarning` when the fit did not
-    converge or the map is extreme.
-
-    Args:
-        method: `"vector"`, `"matrix"` or `"dirichlet"`.
-        outputs: `[n, K]` validation logits (probabilities with
-            `from_logits=False`).
-        labels: sparse labels `[n]`, one-hot/soft `[n, K]` or teacher targets.
-        from_logits: whether `outputs` are logits; the layer takes and
-            returns the same kind. Defaults to `True`.
-        off_diagonal_l2: ODIR's off-diagonal weight (`"matrix"`,
-            `"dirichlet"` only), `>= 0`. Defaults to `0.01`.
-        intercept_l2: ODIR's intercept weight (`"matrix"`, `"dirichlet"`
-            only), `>= 0`. Defaults to `0.01`.
-        max_iterations: L-BFGS iterations at most, `>= 1`. Defaults to `1000`.
-        tolerance: the largest gradient entry at convergence, `> 0`.
-            Defaults to `1e-8`.
-        return_fit: also return the `CalibratorFit`. Defaults to `False`.
-
-    Returns:
-        The fitted `VectorScaling`, `MatrixScaling` or `DirichletCalibration`,
-        built and with `trainable=False`; `(layer, CalibratorFit)` with
-        `return_fit=True`.
-
-    Example:
-
-    >>> rng = np.random.default_rng(0)
-    >>> logits = rng.normal(size=(20000, 3)) * 2.0   # calibrated: labels are drawn from their softmax
-    >>> p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-    >>> labels = (rng.random((20000, 1)) < p.cumsum(axis=1)).argmax(axis=1)
-    >>> layer = fit_calibrator("vector", logits * np.array([3.0, 1.0, 0.5]), labels)   # each class miscalibrated
-    >>> np.round(keras.ops.convert_to_numpy(layer.scale), 1)
-    array([0.3, 1. , 2. ], dtype=float32)
-    >>> calibrated_logits = layer(logits)   # apply it to test logits
-
-    References:
-        Guo et al. (2017); Kull et al. (2019).
+    `"dirichlet"`; see `keras_ils.calibration.maps`) by L-BFGS in float64,
+    from the identity map, to a largest gradient entry of `tolerance` within
+    `max_iterations`; `fit_calibrator` documents the arguments and warns.
     """
-    layer, report = _fit(
-        method,
-        outputs,
-        labels,
-        from_logits=from_logits,
-        off_diagonal_l2=off_diagonal_l2,
-        intercept_l2=intercept_l2,
-        max_iterations=max_iterations,
-        tolerance=tolerance,
-    )
-    if report.warning:
-        warnings.warn(report.warning, CalibratorFitWarning, stacklevel=2)
-    return (layer, report) if return_fit else layer
-
-
-def _fit(
-    method,
-    outputs,
-    labels,
-    *,
-    from_logits=True,
-    off_diagonal_l2=None,
-    intercept_l2=None,
-    max_iterations=1000,
-    tolerance=1e-8,
-):
-    """`fit_calibrator` without the warning: `(layer, CalibratorFit)`, for callers that warn in their own name."""
     if method not in METHODS:
         raise invalid("method", f"one of {METHODS}", method)
     full = method != "vector"
@@ -307,7 +212,7 @@ def _fit(
     off_diagonal_l2 = (DEFAULT_ODIR if off_diagonal_l2 is None else off_diagonal_l2) if full else 0.0
     intercept_l2 = (DEFAULT_ODIR if intercept_l2 is None else intercept_l2) if full else 0.0
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2) if full else {}
-    layer = LAYERS[method](**odir, from_logits=from_logits, trainable=False)  # checks the ODIR weights
+    layer = AFFINE_LAYERS[method](**odir, from_logits=from_logits, trainable=False)  # checks the ODIR weights
 
     outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
     if not from_logits:

@@ -59,8 +59,8 @@ def test_single_input_model_takes_a_plain_tensor_without_warnings(rng, data, kin
         predicted = calibrated.predict(x, verbose=0)
         called = keras.ops.convert_to_numpy(calibrated(x))
         on_batch = calibrated.predict_on_batch(x)
-    for got in (predicted, called, on_batch):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for got in (predicted, called, on_batch):  # a compiled step may round the model's logits by an ulp, which
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)  # a steep isotonic segment multiplies
 
 
 @pytest.mark.tensorflow_only

@@ -282,7 +282,7 @@ class TestCalibrate:
     def test_unknown_method(self, rng):
         model, x, y = self._model_and_data(rng, n=10)
         with pytest.raises(ValueError, match="Invalid value for argument `method`"):
-            calibrate(model, (x, y), method="isotonic")
+            calibrate(model, (x, y), method="platt")
 
 
 class TestDiagnosis:
@@ -311,7 +311,7 @@ class TestBadInput:
     @pytest.mark.parametrize(
         "kwargs, name",
         [
-            (dict(method="isotonic"), "method"),
+            (dict(method="platt"), "method"),
             (dict(method="matrix", off_diagonal_l2=-1.0), "off_diagonal_l2"),
             (dict(method="dirichlet", intercept_l2=float("nan")), "intercept_l2"),
             (dict(method="vector", max_iterations=0), "max_iterations"),

@@ -1,0 +1,178 @@
+"""The one table of post-hoc calibration methods, and `fit_calibrator`, which fits any of them on arrays.
+
+| `method`                 | layer                        | fit                                 | options          |
+|--------------------------|------------------------------|-------------------------------------|------------------|
+| `"temperature"`          | `TemperatureScaling`         | `fit_temperature` (1-D, MAP)        | temperature fit  |
+| `"vector"`               | `VectorScaling`              | L-BFGS (`solvers`)                  | L-BFGS           |
+| `"matrix"`               | `MatrixScaling`              | L-BFGS with ODIR                    | ODIR, L-BFGS     |
+| `"dirichlet"`            | `DirichletCalibration`       | L-BFGS with ODIR                    | ODIR, L-BFGS     |
+| `"histogram"`            | `HistogramBinning`           | equal-mass bins' class frequencies  | `num_bins`       |
+| `"isotonic"`             | `IsotonicCalibration`        | pool adjacent violators, per class  | -                |
+| `"ensemble_temperature"` | `EnsembleTemperatureScaling` | temperature, then simplex weights   | temperature fit  |
+
+(temperature fit: `estimator`, `prior_scale`, `bounds`; L-BFGS: `max_iterations`,
+`tolerance`; ODIR: `off_diagonal_l2`, `intercept_l2`.) `METHODS` lists them
+and `LAYERS` maps each to its layer class; `calibrate`, `fit_calibrator` and
+the main job's `--calibrators` read this table.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Literal, NamedTuple
+
+import keras
+import numpy as np
+
+from keras_ils._checks import invalid, odir_refused
+from keras_ils.calibration import ensemble, histogram, isotonic, maps, solvers
+from keras_ils.calibration.reports import CalibratorFitWarning
+from keras_ils.calibration.temperature import (
+    DEFAULT_PRIOR_SCALE,
+    TemperatureFitWarning,
+    TemperatureScaling,
+    _estimate,
+)
+
+__all__ = ["LAYERS", "METHODS", "Method", "fit_calibrator"]
+
+Method = Literal["temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature"]
+
+
+def _fit_temperature(
+    outputs, labels, *, from_logits=True, estimator="map", prior_scale=DEFAULT_PRIOR_SCALE, bounds=None
+):
+    """`(TemperatureScaling(T*), TemperatureFit)`; probabilities are read as `log p`."""
+    logits = keras.ops.convert_to_numpy(outputs)
+    if not from_logits:
+        logits = np.log(np.clip(logits, keras.config.epsilon(), 1.0))
+    fit = _estimate(logits, labels, estimator, prior_scale, bounds)
+    layer = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
+    layer.build((None, np.shape(logits)[-1]))
+    return layer, fit
+
+
+class _Entry(NamedTuple):
+    layer: type
+    fit: Any  # fit(outputs, labels, *, from_logits, **options) -> (layer, report)
+    options: tuple
+    warning: type
+
+
+_TEMPERATURE_OPTIONS = ("estimator", "prior_scale", "bounds")
+_LBFGS_OPTIONS = ("max_iterations", "tolerance")
+_ODIR_OPTIONS = ("off_diagonal_l2", "intercept_l2")
+
+
+def _affine(method):
+    return lambda outputs, labels, **options: solvers.fit_affine(method, outputs, labels, **options)
+
+
+_CALIBRATORS = {
+    "temperature": _Entry(TemperatureScaling, _fit_temperature, _TEMPERATURE_OPTIONS, TemperatureFitWarning),
+    "vector": _Entry(maps.VectorScaling, _affine("vector"), _LBFGS_OPTIONS, CalibratorFitWarning),
+    "matrix": _Entry(maps.MatrixScaling, _affine("matrix"), _ODIR_OPTIONS + _LBFGS_OPTIONS, CalibratorFitWarning),
+    "dirichlet": _Entry(
+        maps.DirichletCalibration, _affine("dirichlet"), _ODIR_OPTIONS + _LBFGS_OPTIONS, CalibratorFitWarning
+    ),
+    "histogram": _Entry(histogram.HistogramBinning, histogram.fit_histogram, ("num_bins",), CalibratorFitWarning),
+    "isotonic": _Entry(isotonic.IsotonicCalibration, isotonic.fit_isotonic, (), CalibratorFitWarning),
+    "ensemble_temperature": _Entry(
+        ensemble.EnsembleTemperatureScaling,
+        ensemble.fit_ensemble_temperature,
+        _TEMPERATURE_OPTIONS,
+        CalibratorFitWarning,
+    ),
+}
+
+METHODS = tuple(_CALIBRATORS)
+LAYERS = {method: entry.layer for method, entry in _CALIBRATORS.items()}  # each method's layer class
+
+
+def check_method_and_options(method, options: dict) -> None:
+    """Refuses an unknown `method`, and options that `method` does not take, before any work."""
+    if method not in _CALIBRATORS:
+        raise invalid("method", f"one of {METHODS}", method)
+    allowed = _CALIBRATORS[method].options
+    for name in options:
+        if name in allowed:
+            continue
+        if name in _ODIR_OPTIONS:
+            raise odir_refused(method)
+        takers = [m for m, entry in _CALIBRATORS.items() if name in entry.options]
+        if not takers:
+            raise TypeError(f"Unknown calibration option `{name}`. Options of method={method!r}: {allowed or 'none'}")
+        raise ValueError(
+            f"Argument `{name}` is an option of method={' or '.join(map(repr, takers))}, not of method={method!r} "
+            f"(whose options are {allowed or 'none'})."
+        )
+
+
+def fit(method, outputs, labels, *, from_logits: bool = True, **options):
+    """`(layer, report, warning class)` of a checked fit, without warning: for callers that warn in their own name."""
+    check_method_and_options(method, options)
+    entry = _CALIBRATORS[method]
+    layer, report = entry.fit(outputs, labels, from_logits=from_logits, **options)
+    return layer, report, entry.warning
+
+
+def fit_calibrator(
+    method: Method,
+    outputs,
+    labels,
+    *,
+    from_logits: bool = True,
+    return_fit: bool = False,
+    **options,
+):
+    """Fits a calibration map on validation outputs and returns it as a fixed layer.
+
+    Issues a `CalibratorFitWarning` (a `TemperatureFitWarning` for
+    `"temperature"`) when the fit did not converge, the map is extreme or
+    the fit rests on too few examples; the report says which.
+
+    Args:
+        method: one of `METHODS`; see the module's table.
+        outputs: `[n, K]` validation logits (probabilities with
+            `from_logits=False`).
+        labels: sparse labels `[n]`, one-hot/soft `[n, K]` or teacher targets.
+        from_logits: whether `outputs` are logits; the layer takes and
+            returns the same kind (the binning and ensemble layers return
+            log-probabilities for logits). Defaults to `True`.
+        return_fit: also return the report: a `TemperatureFit` for
+            `"temperature"`, else a `CalibratorFit`. Defaults to `False`.
+        **options: the method's own options (a method refuses the others):
+            `estimator`, `prior_scale`, `bounds` (`"temperature"`,
+            `"ensemble_temperature"`; see `fit_temperature`);
+            `off_diagonal_l2`, `intercept_l2` (ODIR's weights, `>= 0`,
+            `"matrix"` and `"dirichlet"`; default `0.01`);
+            `max_iterations` (`>= 1`, default `1000`) and `tolerance`
+            (the largest gradient entry at convergence, `> 0`, default
+            `1e-8`) of the L-BFGS fits; `num_bins` (`>= 1`, default `15`,
+            fewer on small sets by the square-root rule; `"histogram"`).
+
+    Returns:
+        The fitted layer, built and with `trainable=False`; `(layer, report)`
+        with `return_fit=True`.
+
+    Example:
+
+    >>> rng = np.random.default_rng(0)
+    >>> logits = rng.normal(size=(20000, 3)) * 2.0   # calibrated: labels are drawn from their softmax
+    >>> p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    >>> labels = (rng.random((20000, 1)) < p.cumsum(axis=1)).argmax(axis=1)
+    >>> layer = fit_calibrator("vector", logits * np.array([3.0, 1.0, 0.5]), labels)   # each class miscalibrated
+    >>> np.round(keras.ops.convert_to_numpy(layer.scale), 1)
+    array([0.3, 1. , 2. ], dtype=float32)
+    >>> calibrated_logits = layer(logits)   # apply it to test logits
+    >>> type(fit_calibrator("isotonic", 3.0 * logits, labels)).__name__
+    'IsotonicCalibration'
+
+    References:
+        Guo et al. (2017); Kull et al. (2019); Zadrozny & Elkan (2001, 2002);
+        Zhang et al. (2020).
+    """
+    layer, report, category = fit(method, outputs, labels, from_logits=from_logits, **options)
+    if report.warning:
+        warnings.warn(report.warning, category, stacklevel=2)
+    return (layer, report) if return_fit else layer
