@@ -18,6 +18,9 @@ from keras_ils.calibration import (
     CalibratorFit,
     CalibratorFitWarning,
     DirichletCalibration,
+    EnsembleTemperatureScaling,
+    HistogramBinning,
+    IsotonicCalibration,
     MatrixScaling,
     TemperatureFit,
     TemperatureFitWarning,
@@ -30,7 +33,16 @@ from keras_ils.calibration import (
 )
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
-from keras_ils.losses import ILSLoss, ils_crossentropy
+from keras_ils.losses import (
+    FocalLoss,
+    ILSLoss,
+    MarginLabelSmoothingLoss,
+    MDCALoss,
+    MMCELoss,
+    OnlineLabelSmoothing,
+    OnlineLabelSmoothingCallback,
+    ils_crossentropy,
+)
 from keras_ils.plots import reliability_diagram
 from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
 from keras_ils.teacher import OnlineTeacher, StaleCacheError, TeacherLogits, compute_teacher_logits
@@ -50,8 +62,17 @@ __all__ = [
     "CalibratorFit",
     "CalibratorFitWarning",
     "DirichletCalibration",
+    "EnsembleTemperatureScaling",
+    "FocalLoss",
+    "HistogramBinning",
     "ILSLoss",
+    "IsotonicCalibration",
+    "MDCALoss",
+    "MMCELoss",
+    "MarginLabelSmoothingLoss",
     "MatrixScaling",
+    "OnlineLabelSmoothing",
+    "OnlineLabelSmoothingCallback",
     "OnlineTeacher",
     "StaleCacheError",
     "TeacherLogits",
