@@ -25,16 +25,18 @@ def test_synthetic_quickstart_runs_and_reports_every_model(capsys):
     assert "paper-cwECE" in out and "ILS1" in out
 
 
-def test_cifar_example_with_mock_tfds(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "extra", [[], pytest.param(["--online"], marks=pytest.mark.slow)], ids=["cached-teacher", "online-teacher"]
+)  # each about 18 s on 2 cores; OnlineTeacher itself is tested by default in tests/test_teacher.py
+def test_cifar_example_with_mock_tfds(tmp_path, capsys, extra):
     import tensorflow_datasets as tfds
 
-    for extra in ([], ["--online"]):
-        with tfds.testing.mock_data(num_examples=200):  # enough for every CIFAR class in each split
-            _load("cifar_tfds").main(
-                ["--model", "lenet", "--epochs", "1", "--batch-size", "8", "--cache", str(tmp_path / "t.npz"), *extra]
-            )
-        out = capsys.readouterr().out
-        assert "ILS + TempS" in out and "accuracy" in out
+    with tfds.testing.mock_data(num_examples=200):  # enough for every CIFAR class in each split
+        _load("cifar_tfds").main(
+            ["--model", "lenet", "--epochs", "1", "--batch-size", "8", "--cache", str(tmp_path / "t.npz"), *extra]
+        )
+    out = capsys.readouterr().out
+    assert "ILS + TempS" in out and "accuracy" in out
 
 
 @pytest.mark.slow  # half a minute or more on 2 cores; run with -m slow

@@ -42,98 +42,118 @@ def _numpy_val_loss(model, x, y):
     return float(-log_p[np.arange(len(y)), y].mean())
 
 
+_ILS_CONFIGS = [
+    dict(method="ls", epsilon=0.1),
+    dict(method="ils", p1=0.8, p2=2.0, temperature=2.0),
+    dict(method="none"),
+]
+_ILS_SEEDS, _ILS_EPOCHS = [11, 12, 13], 3
+
+
+@pytest.fixture(scope="module")
+def ils_fit_reference():
+    """`model.fit` of three MLPs with `ILSLoss` on teacher targets (the ordinary Keras path), run once for both
+    epoch layouts: `(train, val, targets, initial weights, [(val_nll history, weights, numpy val loss)])`."""
+    train, val = _replicate(3)
+    teacher = synthetic.bayes_logits(train.x).astype(np.float32)  # any calibrated teacher works here
+    targets = np.stack([np.asarray(ils_targets(train.y, teacher, **hp)) for hp in _ILS_CONFIGS])
+    weights = vectorised.initial_weights(_ILS_SEEDS, 2, 3)
+    y_teacher = np.asarray(teacher_targets(train.y, teacher))
+    fits = []
+    for row, (hp, seed) in enumerate(zip(_ILS_CONFIGS, _ILS_SEEDS, strict=True)):
+        model = _keras_mlp(weights, row)
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-2),
+            loss=ILSLoss(**hp),  # teacher targets in, the loss makes the targets
+            metrics=[NegativeLogLikelihood(from_logits=True)],
+        )
+        history = model.fit(
+            _epoch_batches(train.x, y_teacher, seed, _ILS_EPOCHS),
+            steps_per_epoch=5,
+            epochs=_ILS_EPOCHS,
+            validation_data=(val.x, val.y),
+            shuffle=False,
+            verbose=0,
+        )
+        fits.append((history.history["val_nll"], model.get_weights(), _numpy_val_loss(model, val.x, val.y)))
+    return train, val, targets, weights, fits
+
+
+_STOP_SEED, _STOP_EPOCHS, _STOP_PATIENCE = 21, 60, 3
+
+
+@pytest.fixture(scope="module")
+def early_stopping_reference():
+    """`model.fit` with `keras.callbacks.EarlyStopping(restore_best_weights=True)`, run once for both layouts:
+    `(train, val, targets, initial weights, val_nll history, best epoch, restored weights)`."""
+    train, val = _replicate(5)
+    targets = np.asarray(ils_targets(train.y, num_classes=3, method="ls", epsilon=0.05))
+    weights = vectorised.initial_weights([_STOP_SEED], 2, 3, hidden_layers=2, units=16)
+    model = _keras_mlp(weights, 0, hidden_layers=2, units=16)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=ILSLoss(method="none"),  # soft targets in training, hard labels in validation
+        metrics=[NegativeLogLikelihood(from_logits=True)],
+    )
+    stop = keras.callbacks.EarlyStopping(monitor="val_nll", patience=_STOP_PATIENCE, restore_best_weights=True)
+    history = model.fit(
+        _epoch_batches(train.x, targets, _STOP_SEED, _STOP_EPOCHS),
+        steps_per_epoch=5,
+        epochs=_STOP_EPOCHS,
+        validation_data=(val.x, val.y),
+        callbacks=[stop],
+        shuffle=False,
+        verbose=0,
+    )
+    return train, val, targets, weights, history.history["val_nll"], stop.best_epoch, model.get_weights()
+
+
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["tf-ops", "whole-epoch-xla"])
 class TestAgreementWithModelFit:
     """Same initial weights, same batches, same targets: the vectorised trainer is `model.fit` to float tolerance.
 
-    Both epoch layouts, whichever `jit_compile="auto"` picks on this machine.
+    Both epoch layouts, whichever `jit_compile="auto"` picks on this machine; the Keras side runs once per module.
     """
 
-    def test_weights_and_validation_losses_match_model_fit_with_ils_loss(self, jit_compile):
-        train, val = _replicate(3)
-        teacher = synthetic.bayes_logits(train.x).astype(np.float32)  # any calibrated teacher works here
-        configs = [
-            dict(method="ls", epsilon=0.1),
-            dict(method="ils", p1=0.8, p2=2.0, temperature=2.0),
-            dict(method="none"),
-        ]
-        seeds = [11, 12, 13]
-        targets = np.stack([np.asarray(ils_targets(train.y, teacher, **hp)) for hp in configs])
-        epochs = 3
-        weights = vectorised.initial_weights(seeds, 2, 3)
+    def test_weights_and_validation_losses_match_model_fit_with_ils_loss(self, jit_compile, ils_fit_reference):
+        train, val, targets, weights, fits = ils_fit_reference
         result = vectorised.train_mlps(
             np.stack([train.x] * 3),
             targets,
             np.stack([val.x] * 3),
             np.stack([val.y] * 3),
-            seeds=seeds,
+            seeds=_ILS_SEEDS,
             weights=weights,
             history=True,
-            training=vectorised.MLPTraining(epochs=epochs, patience=100, pool_size=2, jit_compile=jit_compile),
-        )
-        y_teacher = np.asarray(teacher_targets(train.y, teacher))
-        for row, (hp, seed) in enumerate(zip(configs, seeds, strict=True)):
-            model = _keras_mlp(weights, row)
-            model.compile(
-                optimizer=keras.optimizers.Adam(1e-2),
-                loss=ILSLoss(**hp),  # the ordinary Keras path: teacher targets in, the loss makes the targets
-                metrics=[NegativeLogLikelihood(from_logits=True)],
-            )
-            history = model.fit(
-                _epoch_batches(train.x, y_teacher, seed, epochs),
-                steps_per_epoch=5,
-                epochs=epochs,
-                validation_data=(val.x, val.y),
-                shuffle=False,
-                verbose=0,
-            )
-            np.testing.assert_allclose(result.val_history[row], history.history["val_nll"], rtol=2e-5, atol=2e-6)
-            assert result.best_epoch[row] == int(np.argmin(history.history["val_nll"]))
+            training=vectorised.MLPTraining(epochs=_ILS_EPOCHS, patience=100, pool_size=2, jit_compile=jit_compile),
+        )  # pool_size=2: the third model waits for a slot, so refill is exercised too
+        for row, (val_nll, keras_weights, numpy_val_loss) in enumerate(fits):
+            np.testing.assert_allclose(result.val_history[row], val_nll, rtol=2e-5, atol=2e-6)
+            assert result.best_epoch[row] == int(np.argmin(val_nll))
             # no early stop and the last epoch best: the returned weights are the trained ones
-            if result.best_epoch[row] == epochs - 1:
-                for ours, theirs in zip(
-                    [w[row] for pair in result.weights for w in pair], model.get_weights(), strict=True
-                ):
+            if result.best_epoch[row] == _ILS_EPOCHS - 1:
+                for ours, theirs in zip([w[row] for pair in result.weights for w in pair], keras_weights, strict=True):
                     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=2e-5)
-            np.testing.assert_allclose(result.val_history[row, epochs - 1], _numpy_val_loss(model, val.x, val.y), 1e-5)
+            np.testing.assert_allclose(result.val_history[row, _ILS_EPOCHS - 1], numpy_val_loss, 1e-5)
 
-    def test_early_stopping_matches_keras_early_stopping(self, jit_compile):
-        train, val = _replicate(5)
-        seed, epochs, patience = 21, 60, 3
-        targets = np.asarray(ils_targets(train.y, num_classes=3, method="ls", epsilon=0.05))
-        weights = vectorised.initial_weights([seed], 2, 3, hidden_layers=2, units=16)
+    def test_early_stopping_matches_keras_early_stopping(self, jit_compile, early_stopping_reference):
+        train, val, targets, weights, val_nll, best_epoch, keras_weights = early_stopping_reference
         result = vectorised.train_mlps(
             train.x[None],
             targets[None],
             val.x[None],
             val.y[None],
-            seeds=[seed],
+            seeds=[_STOP_SEED],
             weights=weights,
             training=vectorised.MLPTraining(
-                epochs=epochs, patience=patience, hidden_layers=2, units=16, jit_compile=jit_compile
+                epochs=_STOP_EPOCHS, patience=_STOP_PATIENCE, hidden_layers=2, units=16, jit_compile=jit_compile
             ),
         )
-        model = _keras_mlp(weights, 0, hidden_layers=2, units=16)
-        model.compile(
-            optimizer=keras.optimizers.Adam(1e-2),
-            loss=ILSLoss(method="none"),  # soft targets in training, hard labels in validation
-            metrics=[NegativeLogLikelihood(from_logits=True)],
-        )
-        stop = keras.callbacks.EarlyStopping(monitor="val_nll", patience=patience, restore_best_weights=True)
-        history = model.fit(
-            _epoch_batches(train.x, targets, seed, epochs),
-            steps_per_epoch=5,
-            epochs=epochs,
-            validation_data=(val.x, val.y),
-            callbacks=[stop],
-            shuffle=False,
-            verbose=0,
-        )
-        assert len(history.history["val_nll"]) < epochs  # it did stop early
-        assert result.epochs[0] == len(history.history["val_nll"])
-        assert result.best_epoch[0] == stop.best_epoch
-        np.testing.assert_allclose(result.best_val_loss[0], min(history.history["val_nll"]), rtol=1e-5)
-        for ours, theirs in zip([w[0] for pair in result.weights for w in pair], model.get_weights(), strict=True):
+        assert len(val_nll) < _STOP_EPOCHS  # it did stop early
+        assert result.epochs[0] == len(val_nll)
+        assert result.best_epoch[0] == best_epoch
+        np.testing.assert_allclose(result.best_val_loss[0], min(val_nll), rtol=1e-5)
+        for ours, theirs in zip([w[0] for pair in result.weights for w in pair], keras_weights, strict=True):
             np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=2e-5)
 
 
