@@ -15,6 +15,7 @@ from keras_ils.experiments.data.splits import (
     check_fraction,
     check_num_classes,
     check_split,
+    feature_statistics,
     standardise,
     stratified_split,
 )
@@ -202,6 +203,7 @@ def load_npz(
         np.bincount(y_train[validation_rows], minlength=num_classes),
         "Give each class more examples in y_train, or a larger validation fraction.",
     )
+    mean, scale = feature_statistics(x_train[train_rows])
     x_train, x_validation, x_test = standardise(
         x_train[train_rows], x_train[validation_rows], x_test, names=("x_train", "x_train", "x_test")
     )
@@ -214,6 +216,7 @@ def load_npz(
         tuple(x_train.shape[1:]),
         os.path.basename(path),
         {},
+        {"mean": mean.tolist(), "scale": scale.tolist()},
     )
 
 

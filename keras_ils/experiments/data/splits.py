@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import NamedTuple
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -26,6 +27,11 @@ class Splits(NamedTuple):
         name: the dataset's name (`"synthetic"`, the tfds name, the file's name).
         test_groups: `{name: boolean mask over the test set}`, e.g. the
             synthetic task's dense and sparse regions; `{}` for most data.
+        preprocessing: how the stored features became the splits' features,
+            `{"mean": [...], "scale": [...]}` per feature (channel, for
+            images): `(stored - mean) / scale`; `None` when they are used as
+            stored. `preprocessing_layer` makes it a Keras layer, so a saved
+            model can take the stored features.
     """
 
     train: tf.data.Dataset
@@ -35,6 +41,7 @@ class Splits(NamedTuple):
     input_shape: tuple
     name: str
     test_groups: dict  # {name: boolean mask over the test set}, e.g. the synthetic dense/sparse split
+    preprocessing: dict | None = None  # {"mean": [...], "scale": [...]}: (stored - mean) / scale, per feature
 
     @property
     def is_image(self) -> bool:
@@ -107,19 +114,7 @@ def standardise(x_train, *others, names: tuple = ("x_train", "x_validation", "x_
     >>> standardise(np.array([[1e30], [3e30]], dtype="float32"))[0].tolist()   # 0 in float32 arithmetic
     [[-1.0], [1.0]]
     """
-    axes = tuple(range(x_train.ndim - 1))
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean = np.mean(x_train, axis=axes, dtype=np.float64)
-        std = np.std(x_train, axis=axes, dtype=np.float64)
-    unscalable = ~(np.isfinite(mean) & np.isfinite(std))
-    if unscalable.any():
-        raise ValueError(
-            f"Invalid value for argument `{names[0]}`. Expected features whose mean and standard deviation are "
-            "finite in float64 (magnitudes below about 1e154). Received: "
-            f"{int(unscalable.sum())} of {unscalable.size} features that are not (largest magnitude "
-            f"{float(np.max(np.abs(x_train))):.3g})"
-        )
-    scale = np.where(std > 1e-12 * np.maximum(np.abs(mean), 1.0), std, 1.0)
+    mean, scale = feature_statistics(x_train, names[0])
     scaled = []
     for i, x in enumerate((x_train, *others)):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -133,6 +128,55 @@ def standardise(x_train, *others, names: tuple = ("x_train", "x_validation", "x_
             )
         scaled.append(x)
     return scaled
+
+
+def feature_statistics(x_train, name: str = "x_train") -> tuple[np.ndarray, np.ndarray]:
+    """`(mean, scale)` per feature (channel, for images) of `x_train`, in float64: what `standardise` divides by.
+
+    `scale` is the standard deviation, or 1 for a feature constant in
+    `x_train`. Features whose mean or standard deviation are not finite in
+    float64 are refused with a `ValueError` naming `name`.
+
+    Example:
+
+    >>> mean, scale = feature_statistics(np.array([[0.0, 1.0], [2.0, 1.0]]))
+    >>> mean.tolist(), scale.tolist()
+    ([1.0, 1.0], [1.0, 1.0])
+    """
+    axes = tuple(range(x_train.ndim - 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.mean(x_train, axis=axes, dtype=np.float64)
+        std = np.std(x_train, axis=axes, dtype=np.float64)
+    unscalable = ~(np.isfinite(mean) & np.isfinite(std))
+    if unscalable.any():
+        raise ValueError(
+            f"Invalid value for argument `{name}`. Expected features whose mean and standard deviation are "
+            "finite in float64 (magnitudes below about 1e154). Received: "
+            f"{int(unscalable.sum())} of {unscalable.size} features that are not (largest magnitude "
+            f"{float(np.max(np.abs(x_train))):.3g})"
+        )
+    scale = np.where(std > 1e-12 * np.maximum(np.abs(mean), 1.0), std, 1.0)
+    return mean, scale
+
+
+def preprocessing_layer(preprocessing: dict | None):
+    """The Keras layer that maps stored features to a model's inputs as `Splits.preprocessing` says, or `None`.
+
+    A `keras.layers.Normalization` holding `mean` and `scale ** 2` as its mean
+    and variance: `(x - mean) / scale` (Keras floors the scale at
+    `keras.config.epsilon()`), so a model that starts with it takes the
+    features as the data file stores them.
+
+    Example:
+
+    >>> layer = preprocessing_layer({"mean": [1.0, 2.0], "scale": [2.0, 1.0]})
+    >>> keras.ops.convert_to_numpy(layer(np.array([[3.0, 2.0]]))).tolist()
+    [[1.0, 0.0]]
+    """
+    if preprocessing is None:
+        return None
+    mean, scale = (np.asarray(preprocessing[key], np.float64) for key in ("mean", "scale"))
+    return keras.layers.Normalization(mean=mean, variance=scale**2, name="preprocessing")
 
 
 def _class_list(counts, classes, limit=8):
@@ -224,6 +268,8 @@ __all__ = [
     "check_known_classes",
     "check_num_classes",
     "check_split",
+    "feature_statistics",
+    "preprocessing_layer",
     "standardise",
     "stratified_split",
 ]

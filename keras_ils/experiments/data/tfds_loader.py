@@ -121,7 +121,8 @@ def load_tfds(
     train, validation, test = (
         ds.map(standardise, num_parallel_calls=tf.data.AUTOTUNE) for ds in (train, validation, test)
     )
-    return Splits(train, validation, test, known_classes, image_shape, name, {})
+    stored = {"mean": (255.0 * mean.astype(np.float64)).tolist(), "scale": (255.0 * std.astype(np.float64)).tolist()}
+    return Splits(train, validation, test, known_classes, image_shape, name, {}, stored)  # stored: uint8 pixels
 
 
 __all__ = ["load_tfds"]

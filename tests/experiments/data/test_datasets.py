@@ -1,11 +1,13 @@
 import inspect
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_ils.experiments.data import datasets
+from keras_ils.experiments.data import splits as splits_module
 
 
 def test_synthetic_protocol():
@@ -346,3 +348,33 @@ class TestTfdsValidationSize:
             datasets.load(_npz(tmp_path), validation_size=10)
         with pytest.raises(ValueError, match="apply to tfds datasets only"):
             datasets.load("synthetic", train_splits=("train", "extra"))
+
+
+class TestPreprocessingRecorded:
+    """`Splits.preprocessing` maps the stored features to the splits' (issue 23: saved models take raw features)."""
+
+    def test_npz(self, tmp_path):
+        rng = np.random.default_rng(3)
+        x_test = 40.0 + 7.0 * rng.normal(size=(30, 5))
+        path = _npz(tmp_path, x_train=40.0 + 7.0 * rng.normal(size=(100, 5)), x_test=x_test)
+        loaded = datasets.load(path, seed=1)
+        layer = splits_module.preprocessing_layer(loaded.preprocessing)
+        split_test = np.stack([x for x, _ in loaded.test])
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x_test)), split_test, rtol=1e-5, atol=1e-5)
+        # the statistics are the training rows' (population) mean and standard deviation
+        train = np.stack([x for x, _ in loaded.train]) * np.array(loaded.preprocessing["scale"])
+        np.testing.assert_allclose(train.std(0), loaded.preprocessing["scale"], rtol=1e-4)
+
+    def test_tfds_images_from_their_stored_pixels(self):
+        with tfds.testing.mock_data(num_examples=200):
+            loaded = datasets.load("tfds:cifar10")
+            raw = next(iter(tfds.load("cifar10", split="test", as_supervised=True)))[0].numpy()
+            split_x = next(iter(loaded.test))[0].numpy()
+        layer = splits_module.preprocessing_layer(loaded.preprocessing)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(layer(raw[None].astype("float32")))[0], split_x, atol=1e-4
+        )
+
+    def test_synthetic_is_used_as_stored(self):
+        assert datasets.load_synthetic(0).preprocessing is None
+        assert splits_module.preprocessing_layer(None) is None
