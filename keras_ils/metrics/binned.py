@@ -1,40 +1,4 @@
-"""Calibration metrics as streaming Keras metrics.
-
-Binning follows the paper (§2.2): `num_bins` equal-width bins,
-`B_1 = [0, 1/N]`, `B_n = ((n-1)/N, n/N]`, so a probability `p` falls in bin
-`clip(ceil(p * N) - 1, 0, N - 1)`.
-
-State is per-bin sums (counts, confidences, correct predictions), added with
-`assign_add` only, so the value after any batching, order or replica split
-equals the value on the whole set at once, and `tf.distribute` sums replicas.
-
-Every metric accepts the three `y_true` forms of the package: sparse labels,
-one-hot/soft targets (read as their argmax) and teacher targets built by
-`keras_ils.teacher_targets`. `y_pred` are probabilities unless
-`from_logits=True`: the default is Keras' metrics' `False`, unlike `ILSLoss`'s
-`True` (see `keras_ils.losses`), because it is the default whose misuse is
-caught: probabilities are checked, and logits passed as probabilities are
-refused with an error that names `from_logits=True`, while probabilities read
-as logits would give a wrong value in silence.
-
-| metric                               | what it is                                           |
-|--------------------------------------|------------------------------------------------------|
-| `ExpectedCalibrationError`           | confidence-ECE, paper Eq. 1                          |
-| `ClasswiseExpectedCalibrationError`  | classwise-ECE, paper Eq. 2 (Kull et al. 2019)        |
-| `ClassConditionalECE`                | the paper's printed "cwECE" (authors' code): mean   |
-|                                      | over true classes of that class's top-label ECE      |
-| `MaximumCalibrationError`            | largest |accuracy - confidence| over non-empty bins |
-| `NegativeLogLikelihood`              | mean -log p_t                                        |
-| `BrierScore`                         | mean sum_j (p_j - y_j)^2                             |
-| `TopLabelAccuracy`                   | top-1 accuracy                                       |
-
-The equal-mass (adaptive) ECE is not a metric here: its bins are the
-confidences' ranks in the whole set, so no fixed per-bin sums stream it (a
-batch's rows land in bins only the later batches decide), and accumulating
-every prediction in a metric's state would break the fixed-size state that
-`tf.distribute` and XLA need. Compute it on the whole set of predictions with
-`keras_ils.evaluation.adaptive_ece` (a `scores`/`evaluate` key).
-"""
+"""The binned calibration metrics: confidence ECE, MCE, classwise-ECE and the paper's printed cwECE."""
 
 from __future__ import annotations
 
@@ -46,15 +10,11 @@ from keras_ils import _labels
 from keras_ils._checks import integer_at_least
 
 __all__ = [
-    "BrierScore",
     "ClassConditionalECE",
     "ClasswiseExpectedCalibrationError",
     "ExpectedCalibrationError",
     "MaximumCalibrationError",
-    "NegativeLogLikelihood",
-    "TopLabelAccuracy",
     "bin_index",
-    "calibration_metrics",
 ]
 
 _register = keras.saving.register_keras_serializable(package="keras_ils")
@@ -370,136 +330,3 @@ class ClassConditionalECE(_CalibrationMetric):
         counts = ops.sum(ops.reshape(self.counts, shape), axis=-1)
         present = ops.cast(counts > 0, self.dtype)
         return ops.divide_no_nan(ops.sum(ops.divide_no_nan(gaps, counts)), ops.sum(present))
-
-
-class _WeightedMean(_CalibrationMetric):
-    """Weighted mean of a per-example value; subclasses define `_values`."""
-
-    def __init__(self, from_logits: bool = False, name: str | None = None, dtype: str | None = None):
-        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
-        self.total = self._zeros("total")
-        self.count = self._zeros("count")
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        probabilities, log_probabilities, labels, weights = self._rows(y_true, y_pred, sample_weight)
-        one_hot = ops.one_hot(labels, probabilities.shape[-1], dtype=self.dtype)
-        values = self._values(probabilities, log_probabilities, one_hot)
-        self.total.assign_add(ops.sum(weights * values))
-        self.count.assign_add(ops.sum(weights))
-
-    def result(self):
-        return ops.divide_no_nan(self.total, self.count)
-
-    def get_config(self):
-        config = super().get_config()
-        del config["num_bins"]
-        return config
-
-
-@_register
-class NegativeLogLikelihood(_WeightedMean):
-    """Mean negative log-probability of the true class (cross-entropy on hard labels).
-
-    Args:
-        from_logits: whether `y_pred` are logits. Defaults to `False`.
-        name: Defaults to `"nll"`.
-        dtype: Defaults to `None` (floatx).
-
-    Example:
-
-    >>> m = NegativeLogLikelihood()
-    >>> m.update_state([0, 1], [[0.5, 0.5], [0.2, 0.8]])
-    >>> round(float(m.result()), 4)
-    0.4581
-    """
-
-    def __init__(self, from_logits: bool = False, name: str = "nll", dtype: str | None = None):
-        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
-
-    def _values(self, probabilities, log_probabilities, one_hot):
-        return -ops.sum(one_hot * log_probabilities, axis=-1)
-
-
-@_register
-class BrierScore(_WeightedMean):
-    """Mean multi-class Brier score, `sum_j (p_j - y_j)^2` per example (range [0, 2]).
-
-    Args:
-        from_logits: whether `y_pred` are logits. Defaults to `False`.
-        name: Defaults to `"brier"`.
-        dtype: Defaults to `None` (floatx).
-
-    Example:
-
-    >>> m = BrierScore()
-    >>> m.update_state([0, 1], [[0.5, 0.5], [0.2, 0.8]])
-    >>> round(float(m.result()), 4)
-    0.29
-
-    References:
-        Brier (1950).
-    """
-
-    def __init__(self, from_logits: bool = False, name: str = "brier", dtype: str | None = None):
-        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
-
-    def _values(self, probabilities, log_probabilities, one_hot):
-        return ops.sum(ops.square(probabilities - one_hot), axis=-1)
-
-
-@_register
-class TopLabelAccuracy(_WeightedMean):
-    """Top-1 accuracy that reads every `y_true` form of the package, teacher targets included.
-
-    The fraction of examples whose highest-scoring class is the true class.
-    Keras' own accuracy metrics would compare against the teacher-target
-    columns; use this one when training on `keras_ils.teacher_targets`. (It
-    was called `Accuracy` before 0.2, a name that shadowed
-    `keras.metrics.Accuracy`, which compares values element by element; a
-    model saved with the old name still loads.)
-
-    Args:
-        from_logits: ignored by the argmax; kept for a uniform signature.
-            Defaults to `False`.
-        name: Defaults to `"top_label_accuracy"`.
-        dtype: Defaults to `None` (floatx).
-
-    Example:
-
-    >>> m = TopLabelAccuracy()
-    >>> m.update_state([0, 1], [[0.5, 0.4], [0.7, 0.3]])
-    >>> float(m.result())
-    0.5
-    """
-
-    _reads_probabilities = False
-
-    def __init__(self, from_logits: bool = False, name: str = "top_label_accuracy", dtype: str | None = None):
-        super().__init__(from_logits=from_logits, name=name, dtype=dtype)
-        self._direction = "up"
-
-    def _values(self, probabilities, log_probabilities, one_hot):
-        predicted = ops.argmax(probabilities, axis=-1)
-        return ops.take_along_axis(one_hot, predicted[:, None], axis=-1)[:, 0]
-
-
-# `.keras` files saved before the rename name the class `keras_ils>Accuracy`.
-keras.saving.get_custom_objects()["keras_ils>Accuracy"] = TopLabelAccuracy
-
-
-def calibration_metrics(num_classes: int, num_bins: int = 15, from_logits: bool = False) -> list:
-    """The evaluation set used across the package: accuracy, NLL, ECE, cwECE, Brier, MCE.
-
-    Example:
-
-    >>> [m.name for m in calibration_metrics(num_classes=3)]
-    ['top_label_accuracy', 'nll', 'ece', 'cwece', 'brier', 'mce']
-    """
-    return [
-        TopLabelAccuracy(from_logits=from_logits),
-        NegativeLogLikelihood(from_logits=from_logits),
-        ExpectedCalibrationError(num_bins, from_logits),
-        ClasswiseExpectedCalibrationError(num_classes, num_bins, from_logits),
-        BrierScore(from_logits=from_logits),
-        MaximumCalibrationError(num_bins, from_logits),
-    ]
