@@ -86,7 +86,8 @@ def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, cap
     rng = np.random.default_rng(0)
     x = rng.normal(size=(160, 5))
     y = (x[:, 0] + 0.5 * rng.normal(size=160) > 0).astype(int) + (x[:, 1] > 0.8)
-    np.savez(tmp_path / "d.npz", x_train=x[:120], y_train=y[:120], x_test=x[120:], y_test=y[120:])
+    stored = 50.0 + 10.0 * x  # features far from standardised: a saved model must scale them itself (issue 23)
+    np.savez(tmp_path / "d.npz", x_train=stored[:120], y_train=y[:120], x_test=stored[120:], y_test=y[120:])
     argv = ["run", "--dataset", str(tmp_path / "d.npz"), "--model", "mlp-2-8", "--teacher-folds", "3"]
     argv += ["--calibrators", "ts,vs", "--methods", "ils1", "--epochs", "5", "--output-dir", str(tmp_path / "r")]
     assert cli.main(argv) == 0
@@ -97,16 +98,17 @@ def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, cap
     assert [row["model"] for row in results["rows"]] == names
     assert [row["candidates"] for row in results["rows"][3:]] == [25, 25, 25]
     assert results["rows"][2]["temperature"] is None and results["rows"][2]["temperature_status"] == "fitted"
-    # every model saved; loaded without custom objects (keras_ils is imported), it gives its row's test NLL
-    from keras_ils.experiments.data import datasets
-
-    test_x, test_y = datasets.load(str(tmp_path / "d.npz")).test.batch(1000).get_single_element()
+    # every model saved takes the stored (raw) features: loaded without custom objects (keras_ils is imported), on
+    # the file's x_test it gives its row's test NLL and accuracy; results.json records the preprocessing
+    train_rows = stored[:120]  # the stratified split keeps 80 %: the statistics are those rows', checked loosely here
+    assert np.allclose(results["preprocessing"]["mean"], train_rows.mean(0), atol=3.0)
     for row in results["rows"]:
         slug = row["model"].lower().replace(" ", "_").replace("+", "plus")
-        logits = keras.saving.load_model(tmp_path / "r" / f"model_{slug}.keras").predict(test_x, verbose=0)
+        logits = keras.saving.load_model(tmp_path / "r" / f"model_{slug}.keras").predict(stored[120:], verbose=0)
         z = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
-        nll = -(z - np.log(np.exp(z).sum(axis=1, keepdims=True)))[np.arange(40), test_y.numpy()].mean()
+        nll = -(z - np.log(np.exp(z).sum(axis=1, keepdims=True)))[np.arange(40), y[120:]].mean()
         assert nll == pytest.approx(row["all"]["nll"], rel=1e-4), row["model"]
+        assert (logits.argmax(1) == y[120:]).mean() == pytest.approx(row["all"]["accuracy"]), row["model"]
     assert (tmp_path / "r" / "comparison.png").stat().st_size > 10_000
 
 

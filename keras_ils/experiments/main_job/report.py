@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import os
 
+import keras
 import numpy as np
 
 from keras_ils import data, evaluation, plots
 from keras_ils.calibration import calibrate
+from keras_ils.experiments.data.splits import preprocessing_layer
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job.config import CALIBRATORS
 from keras_ils.experiments.main_job.fitting import calibrated
 from keras_ils.experiments.reporting import results as result_files
 
-__all__ = ["Report", "record_calibrated", "record_student", "row"]
+__all__ = ["Report", "record_calibrated", "record_student", "row", "taking_stored_features"]
+
+
+def taking_stored_features(model, splits):
+    """`model` preceded by the data's preprocessing (`Splits.preprocessing`), so that the saved model takes the
+    features as the data file stores them; `model` itself when the features are used as stored."""
+    layer = preprocessing_layer(splits.preprocessing)
+    if layer is None:
+        return model
+    inputs = keras.Input(shape=splits.input_shape, name="features")
+    return keras.Model(inputs, model(layer(inputs)), name=model.name)
 
 
 def row(name, fit, hyperparameters, result):
@@ -45,7 +57,7 @@ class Report:
         plots.reliability_diagram(
             probabilities, labels, os.path.join(self.staging, f"reliability_{slug}.png"), title=name
         )
-        model.save(os.path.join(self.staging, f"model_{slug}.keras"))
+        taking_stored_features(model, self.splits).save(os.path.join(self.staging, f"model_{slug}.keras"))
         self.curves[name] = evaluation.top_label_bins(probabilities, labels)
         self.rows.append({**row(name, fit, hyperparameters_used, result), **extra})
         self.progress.scored()
@@ -56,7 +68,9 @@ class Report:
             name: dict(zip(("counts", "correct", "confidence"), np.asarray(b).tolist(), strict=True))
             for name, b in self.curves.items()
         }
-        results = {**header, "rows": self.rows, "reliability_bins": bins}  # the comparison figure's, to redraw
+        # the stored features' preprocessing that every saved model starts with; the comparison figure's bins
+        preprocessing = self.splits.preprocessing
+        results = {**header, "preprocessing": preprocessing, "rows": self.rows, "reliability_bins": bins}
         result_files.write(results, self.staging)
         scores = {row["model"]: {c: row["all"][c] for c in ("nll", "ece", "cwece")} for row in self.rows}
         title = f"{header['dataset']} / {header['model']}"
