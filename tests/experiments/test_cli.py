@@ -360,7 +360,9 @@ def test_all_methods_give_the_papers_full_list(tmp_path):
         "ILS",
         "ILS + TempS",
     ]
-    assert [n for n in names if n in paper] == paper
+    # every column of the paper's Table 3 (the engine's methods' rows come before BS_Soft's and Beta's, which model.fit
+    # trains after it; the table runner picks its columns by name)
+    assert sorted(n for n in names if n in paper) == sorted(paper)
     assert len(names) == 18  # every student also with + TempS
     assert all(np.isfinite(row["all"]["nll"]) for row in rows)
 
@@ -468,8 +470,8 @@ def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
             processes.append(subprocess.Popen(argv, env=env, stdout=out, stderr=err, text=True))
     for process, (_, err) in zip(processes, logs.values(), strict=True):
         assert process.wait(timeout=300) == 0, err.read_text()[-2000:]
-    for worker in ("tuner0", "tuner1"):
-        assert "no ils trials left" in logs[worker][0].read_text()
+    for worker in ("tuner0", "tuner1"):  # a message: on stderr, as every message (stdout holds tables only)
+        assert "no ils trials left" in logs[worker][1].read_text() and logs[worker][0].read_text() == ""
     results = json.loads((tmp_path / "o" / "results.json").read_text())
     assert [row["model"] for row in results["rows"]][-2:] == ["ILS", "ILS + TempS"]
     assert results["rows"][-1]["trials"] == 4

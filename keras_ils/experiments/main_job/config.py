@@ -17,7 +17,6 @@ from keras_ils import methods
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils.calibration import ESTIMATORS
 from keras_ils.experiments.engine import students
-from keras_ils.targets import validate_hyperparameters
 
 __all__ = [
     "CALIBRATORS",
@@ -66,9 +65,7 @@ def default_hyperparameters(dataset_name: str, **overrides) -> dict:
     {'epsilon': 0.05, 'p1': 0.85, 'p2': 2.0, 'temperature': 1.0}
     """
     base = DEFAULT_HYPERPARAMETERS["synthetic" if dataset_name == "synthetic" else "other"]
-    chosen = {**base, **{k: v for k, v in overrides.items() if v is not None}}
-    validate_hyperparameters("ils", **chosen)
-    return chosen
+    return students.checked_fixed({**base, **{k: v for k, v in overrides.items() if v is not None}})
 
 
 @dataclasses.dataclass(frozen=True)
