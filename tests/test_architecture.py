@@ -69,3 +69,37 @@ def test_every_public_module_lists_its_names(path):
         return  # a sub-package whose __init__ is only its docstring
     assigned = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if hasattr(t, "id")}
     assert "__all__" in assigned, f"{path.relative_to(PACKAGE)} has no __all__"
+
+
+# The size limits of the code (DESIGN.md "Layout"): functions of at most 60 lines (their docstrings aside) and 10
+# parameters, modules of at most 500 lines. Constructors (Keras-style layers, losses, metrics) and the command's
+# argparse tables are the documented exceptions.
+SOURCES = sorted(PACKAGE.rglob("*.py")) + [PACKAGE.parent / "keras_ils_cli.py"]
+ARGPARSE_TABLES = {"keras_ils_cli.py": ("build_parser",)}
+
+
+def _functions(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _body_lines(node) -> int:
+    first = node.body[0]
+    docstring = isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant)
+    start = node.body[1].lineno if docstring and len(node.body) > 1 else first.lineno
+    return node.end_lineno - start + 1
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name if p.parent != PACKAGE else str(p.relative_to(PACKAGE)))
+def test_size_limits(path):
+    assert len(path.read_text().splitlines()) <= 500, f"{path.name} is over 500 lines"
+    exempt = ARGPARSE_TABLES.get(path.name, ())
+    for node in _functions(ast.parse(path.read_text())):
+        if node.name == "__init__" or node.name in exempt:
+            continue
+        arguments = node.args
+        names = [a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs]
+        names = [n for n in names if n not in ("self", "cls")]
+        assert len(names) <= 10, f"{path.name}:{node.lineno} {node.name} has {len(names)} parameters"
+        assert _body_lines(node) <= 60, f"{path.name}:{node.lineno} {node.name} is {_body_lines(node)} lines long"
