@@ -7,12 +7,12 @@ On the paper's synthetic task the true class posterior is known
 `p_t` of every training example is its true difficulty. Per seed, on the
 task's 150 training examples (`datasets.load_synthetic(seed)`: 50 per class,
 validation 50 per class), the script takes the calibrated teacher logits that
-`keras_ils.experiments.engine.students.search_students(..., methods=())` makes the
-targets from (only the teachers train; the package's MLP recipe, seed `seed`):
+`keras_ils.experiments.engine.students.search_students(..., SearchSettings(methods=()))`
+makes the targets from (only the teachers train; the package's MLP recipe, seed `seed`):
 
 - (i) in-sample: the teacher trained on all 150 examples, `teacher_folds=1`
   (the paper's teacher);
-- (ii) out of fold: `teacher_folds=5`, each example scored by the teacher that
+- (ii) out of fold: `SearchSettings(teacher_folds=5)`, each example scored by the teacher that
   did not train on it, one temperature for the five;
 - (iii) Bayes-optimal: `p_t` of the true posterior.
 
@@ -85,6 +85,11 @@ def _agreement(estimate, truth):
     return dict(spearman=spearman, pearson=pearson, mean_abs_diff=float(np.mean(np.abs(estimate - truth))))
 
 
+def _teachers_only(folds, seed):
+    """The search's settings that train the teachers only: no student, `folds` teachers, the seed's weights."""
+    return students.SearchSettings(methods=(), teacher_folds=folds, seed=seed)
+
+
 def one_seed(seed):
     splits = datasets.load_synthetic(seed=seed, n_test=1)
     (x, y), (x_val, y_val) = _arrays(splits.train), _arrays(splits.validation)
@@ -98,7 +103,7 @@ def one_seed(seed):
     for teacher, folds in TEACHERS.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            found = students.search_students(x, y, x_val, y_val, methods=(), teacher_folds=folds, seed=seed)
+            found = students.search_students(x, y, x_val, y_val, _teachers_only(folds, seed))
         p_t = _true_class(_softmax(found.teacher_logits), y)
         quantities["p_t"][teacher] = p_t
         for pair in PAIRS:
@@ -134,7 +139,7 @@ def real_teachers(name, seed, directory):
     for teacher, folds in TEACHERS.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            found = students.search_students(x, y, x_val, y_val, methods=(), teacher_folds=folds, seed=seed)
+            found = students.search_students(x, y, x_val, y_val, _teachers_only(folds, seed))
         p_t = _true_class(_softmax(found.teacher_logits), y)
         eps = np.asarray(smoothing_factor(p_t.astype(np.float32), 0.9, 1.5), np.float64)
         out[teacher] = dict(mean_p_t=float(p_t.mean()), share_p_t_above_099=float(np.mean(p_t > 0.99)),

@@ -12,6 +12,7 @@ itself never imports it.
     python scripts/paper_tables_data.py
 """
 
+import argparse
 import os
 
 import numpy as np
@@ -21,6 +22,7 @@ from sklearn.model_selection import train_test_split
 DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "paper_tables", "data")
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options: --help only
     os.makedirs(DIRECTORY, exist_ok=True)
     for name in ("iris", "wine", "breast_cancer"):
         x, y = getattr(datasets, f"load_{name}")(return_X_y=True)

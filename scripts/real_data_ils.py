@@ -1,7 +1,7 @@
 """Tuned ILS on real data: the main job over many seeds, with paired win rates (docs/results/real-data.md, issue 13).
 
 For each data set and seed the script runs the package's main job in process,
-`keras_ils.experiments.main_job.pipeline.run(..., model_name="mlp")`, which tunes every
+`keras_ils.experiments.main_job.pipeline.run(splits, RunConfig("mlp", ...))`, which tunes every
 method on the validation NLL (hard labels) over the paper's grids with the
 vectorised engine, and keeps each run's `results.json`:
 
@@ -18,8 +18,8 @@ vectorised engine, and keeps each run's `results.json`:
 Two teacher settings per seed, same split, same seed (so paired):
 
 - `--teacher-folds 1`: the paper's teacher, every method of
-  `pipeline.ALL_METHODS` (No LS, Dis, cLS, BS_Soft, Beta, LS, ILS1, ILS2, ILS,
-  each also "+ TempS");
+  `keras_ils.methods.ids(selectable=True)` (No LS, Dis, cLS, BS_Soft, Beta, LS,
+  ILS1, ILS2, ILS, each also "+ TempS");
 - `--teacher-folds 5`: ILS's targets from 5 cross-fitted teachers'
   out-of-fold logits, methods LS, ILS1, ILS2, ILS (BS_Soft and Beta do not
   read the teacher; LS and No LS are the same models as with one teacher).
@@ -50,14 +50,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
+from keras_ils import methods, plots  # noqa: E402
 from keras_ils.experiments.data import datasets  # noqa: E402
 from keras_ils.experiments.main_job import pipeline  # noqa: E402
+from keras_ils.experiments.main_job.config import RunConfig  # noqa: E402
 from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 
 SKLEARN_SETS = ("iris", "wine", "breast_cancer")
 DATASETS = (*SKLEARN_SETS, "synthetic")
 TEST_SIZE = 0.3
-METHODS = {1: pipeline.ALL_METHODS, 5: ("ls", "ils1", "ils2", "ils")}
+METHODS = {1: methods.ids(selectable=True), 5: ("ls", "ils1", "ils2", "ils")}
 CROSS_FIT_METHODS = ("ls", "ils1", "ils2", "ils")
 METRICS = ("nll", "accuracy", "ece", "cwece")
 HIGHER_IS_BETTER = {"accuracy"}
@@ -122,9 +124,8 @@ def run_one(output, name, folds, seed, synthetic_test):
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")  # temperature-fit and small-validation warnings: results.json keeps statuses
         splits = _splits(name, seed, output, synthetic_test)
-        pipeline.run(
-            splits, model_name="mlp", methods=METHODS[folds], output_dir=directory, seed=seed, teacher_folds=folds
-        )
+        config = RunConfig("mlp", directory, methods=METHODS[folds], seed=seed, teacher_folds=folds)
+        pipeline.run(splits, config)
     seconds = time.time() - started
     with open(os.path.join(output, "timings.jsonl"), "a") as file:
         file.write(json.dumps({"dataset": name, "teacher_folds": folds, "seed": seed, "seconds": round(seconds, 2)}))
@@ -364,7 +365,7 @@ def main(argv=None):
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     os.makedirs(args.output, exist_ok=True)
     if not args.plots:  # the runs' 18 reliability diagrams each are not needed for the tables
-        pipeline.plots.reliability_diagram = lambda *a, **k: None
+        plots.reliability_diagram = lambda *a, **k: None  # the main job's report calls it through keras_ils.plots
     if not args.tables_only:
         # the in-sample runs of every data set first: they carry the main comparison
         for folds in folds_list:
