@@ -100,6 +100,7 @@ def _free_ports(count):
     return ports
 
 
+@pytest.mark.slow  # over 40 s on 2 cores; run with -m slow (issue 22: default run <= 5 min)
 def test_multi_worker_mirrored_strategy_two_processes(tmp_path):
     """Two worker processes on 127.0.0.1 train an ILS student; both end with the same weights."""
     rng = np.random.default_rng(0)

@@ -22,7 +22,12 @@ SYNTHETIC = {
     "p2": (0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
     "temperature": (1.0, 2.0, 4.0, 6.0),
 }
-TUNED = {"ls": ("epsilon",), "ils1": ("p1", "p2"), "ils2": ("epsilon", "temperature"), "ils": ("p1", "p2", "temperature")}
+TUNED = {
+    "ls": ("epsilon",),
+    "ils1": ("p1", "p2"),
+    "ils2": ("epsilon", "temperature"),
+    "ils": ("p1", "p2", "temperature"),
+}
 
 
 @pytest.fixture

@@ -118,6 +118,7 @@ def _run_lenet_on_mock_cifar(tmp_path, *flags):
         return cli.main([*argv, "--output-dir", str(tmp_path / "r")])
 
 
+@pytest.mark.slow  # over 40 s on 2 cores; run with -m slow (issue 22: default run <= 5 min)
 def test_run_on_tfds_images_with_lenet_tunes_within_the_printed_hyperband_budget(tmp_path, capsys):
     assert _run_lenet_on_mock_cifar(tmp_path, "--epochs", "2", "--methods", "ils", "--p1", "0.9", "--p2", "1.0") == 0
     results = json.loads((tmp_path / "r" / "results.json").read_text())
@@ -374,6 +375,7 @@ def test_unknown_method_is_a_usage_error(capsys):
 
 
 class TestTune:
+    @pytest.mark.slow  # over 40 s on 2 cores; run with -m slow (issue 22: default run <= 5 min)
     def test_end_to_end_then_resumed_without_retraining(self, tmp_path, capsys, monkeypatch):
         from keras_ils import tuning
         from keras_ils.experiments.main_job import fitting
@@ -522,6 +524,7 @@ class TestBenchmark:
         # per replicate: No LS, 3 LS, LS-0.2, 2 ILS1, 6 ILS2, 4 ILS, then Table 2's 4 self-distillation students
         assert document["results"]["models_trained"] == 2 * (1 + 3 + 1 + 2 + 6 + 4 + 4)
 
+    @pytest.mark.slow  # over 40 s on 2 cores; run with -m slow (issue 22: default run <= 5 min)
     def test_a_preset_and_its_overrides_reach_the_protocol(self, tmp_path, capsys):
         out = tmp_path / "bench"
         argv = ["benchmark", "synthetic", "--quick", "--replicates", "1", "--output-dir", str(out)]

@@ -250,6 +250,7 @@ def _logged(log):
         return [json.loads(line) for line in file]
 
 
+@pytest.mark.slow  # over 40 s on 2 cores; run with -m slow (issue 22: default run <= 5 min)
 def test_search_killed_mid_way_resumes_without_rerunning_completed_trials(tmp_path):
     values = "0.01,0.03,0.05,0.07,0.09,0.11"
     job = _job(tmp_path / "search", tmp_path / "first.log", "--values", values, "--epochs", "30")
@@ -285,6 +286,7 @@ def _free_port():
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # over 40 s on 2 cores; run with -m slow (issue 22: default run <= 5 min)
 def test_distributed_search_with_two_workers_equals_the_single_process_search(tmp_path):
     arguments = ("--method", "ils1", "--values", "0.75,0.8,0.85,0.9")
     single = _job(tmp_path / "single", tmp_path / "single.log", *arguments)

@@ -270,6 +270,7 @@ class TestVectorPath:
 
 class TestResumedImageRun:
     @pytest.mark.filterwarnings("ignore:Temperature scaling")  # T* from a few mock examples
+    @pytest.mark.slow  # over 40 s on 2 cores; run with -m slow (issue 22: default run <= 5 min)
     def test_single_fit_students_are_kept_and_reused_only_with_the_same_settings(self, tmp_path, monkeypatch):
         real_train = fitting.fit_network
         trained = []
