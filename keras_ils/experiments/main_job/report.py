@@ -15,7 +15,7 @@ from keras_ils.experiments.main_job.config import CALIBRATORS
 from keras_ils.experiments.main_job.fitting import calibrated
 from keras_ils.experiments.reporting import results as result_files
 
-__all__ = ["Report", "record_calibrated", "record_student", "row", "taking_stored_features"]
+__all__ = ["Report", "as_trained", "record_calibrated", "record_student", "row", "taking_stored_features"]
 
 
 def taking_stored_features(model, splits):
@@ -26,6 +26,12 @@ def taking_stored_features(model, splits):
         return model
     inputs = keras.Input(shape=splits.input_shape, name="features")
     return keras.Model(inputs, model(layer(inputs)), name=model.name)
+
+
+def as_trained(saved):
+    """The model inside a saved `taking_stored_features` model, which takes the splits' (preprocessed) features."""
+    wraps = len(saved.layers) == 3 and saved.layers[1].name == "preprocessing"
+    return saved.layers[2] if wraps else saved
 
 
 def row(name, fit, hyperparameters, result):
