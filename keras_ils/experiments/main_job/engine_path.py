@@ -16,7 +16,7 @@ import numpy as np
 from keras_ils import methods
 from keras_ils.calibration import estimate_temperature
 from keras_ils.experiments.engine import students, vectorised
-from keras_ils.experiments.main_job.fitting import Setup, scaled
+from keras_ils.experiments.main_job.fitting import Setup, scaled, warnings_of
 from keras_ils.experiments.main_job.keras_path import (
     ALGORITHMS,
     SearchSpec,
@@ -75,9 +75,10 @@ def run_engine(setup: Setup, report: Report) -> dict:
     (x_train, y_train), validation = _arrays(splits.train), _arrays(splits.validation)
     if config.log:
         config.log("Training every candidate side by side (vectorised engine)")
-    found = students.search_students(
-        x_train, y_train, *validation, search_settings(setup, searched), num_classes=splits.num_classes
-    )
+    with warnings_of(f"{methods.get(teacher_method()).name} + TempS (the teacher's T*)"):
+        found = students.search_students(
+            x_train, y_train, *validation, search_settings(setup, searched), num_classes=splits.num_classes
+        )
     if config.log:
         config.log(f"{len(found.candidates)} models trained in {found.seconds:.1f} s (vectorised engine)")
     teacher_logits = TeacherLogits(found.teacher_logits, np.asarray(y_train, np.int64), None)
@@ -144,7 +145,8 @@ def record_engine_method(setup: Setup, report: Report, found, method: str, valid
             report.record(name, None, model, hyperparameters, **extra)
             chosen = (model, hyperparameters, extra)
             continue
-        fit = estimate_temperature(found.logits(x_val, index), y_val, estimator=setup.config.temperature_estimator)
+        with warnings_of(f"{name} + TempS"):
+            fit = estimate_temperature(found.logits(x_val, index), y_val, estimator=setup.config.temperature_estimator)
         report.record(f"{name} + TempS", fit, scaled(model, fit.temperature), hyperparameters, **extra)
     model, hyperparameters, extra = chosen
     record_calibrated(setup, report, name, model, hyperparameters, **extra)

@@ -9,9 +9,11 @@ and its `reported` says what the results table shows.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
+import warnings
 
 import keras
 import tensorflow as tf
@@ -32,6 +34,7 @@ __all__ = [
     "keras_tuner_role",
     "load_model",
     "save_model",
+    "warnings_of",
     "scaled",
     "student_setup",
     "train_model",
@@ -243,7 +246,30 @@ def fit_network(setup: Setup, loss, train_set, callbacks=()):
     return model
 
 
-def calibrated(model, setup: Setup):
-    """`(model followed by its fitted TemperatureScaling, the TemperatureFit)`."""
-    with setup.config.strategy.scope():
+@contextlib.contextmanager
+def warnings_of(row: str):
+    """Re-issues the package's warnings raised inside (a temperature or calibrator fit's) prefixed by `row`.
+
+    Example:
+
+    >>> from keras_ils.calibration import TemperatureFitWarning
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     with warnings_of("LS + TempS"):
+    ...         warnings.warn("Temperature scaling: few examples", TemperatureFitWarning)
+    >>> str(caught[0].message)
+    'LS + TempS: Temperature scaling: few examples'
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        named = warning.category.__module__.startswith("keras_ils")
+        message = f"{row}: {warning.message}" if named else warning.message
+        warnings.warn_explicit(message, warning.category, warning.filename, warning.lineno)
+
+
+def calibrated(model, setup: Setup, row: str | None = None):
+    """`(model followed by its fitted TemperatureScaling, the TemperatureFit)`; its warnings name `row`."""
+    with warnings_of(row or f"{model.name} + TempS"), setup.config.strategy.scope():
         return calibrate(model, setup.validation, estimator=setup.config.temperature_estimator, return_fit=True)

@@ -175,11 +175,11 @@ def teacher_stage(setup: Setup, report: Report, saved_at=None):
     if saved_at is not None and os.path.exists(saved_at):
         # calibrate() puts the teacher before its TemperatureScaling layer
         teacher = fitting.load_model(saved_at, setup.config.strategy).layers[-2]
-        teacher_scaled, fit = calibrated(teacher, setup)
+        teacher_scaled, fit = calibrated(teacher, setup, f"{entry.name} + TempS")
     else:
         fits = [report.progress.fits(f"{entry.name} (teacher)", 1)]
         teacher = fitting.fit_network(setup, entry.loss(setup.splits.num_classes), setup.splits.train, fits)
-        teacher_scaled, fit = calibrated(teacher, setup)
+        teacher_scaled, fit = calibrated(teacher, setup, f"{entry.name} + TempS")
         if saved_at is not None:
             fitting.save_model(teacher_scaled, saved_at)
     report.progress.stage_done()  # also when loaded

@@ -12,7 +12,7 @@ from keras_ils.calibration import calibrate
 from keras_ils.experiments.data.splits import preprocessing_layer
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job.config import CALIBRATORS
-from keras_ils.experiments.main_job.fitting import calibrated
+from keras_ils.experiments.main_job.fitting import calibrated, warnings_of
 from keras_ils.experiments.reporting import results as result_files
 
 __all__ = ["Report", "as_trained", "record_calibrated", "record_student", "row", "taking_stored_features"]
@@ -90,7 +90,7 @@ def record_calibrated(setup, report, name, model, hyperparameters_used, **extra)
         method, suffix = CALIBRATORS[key]
         if method == "temperature":  # every model has its "+ TempS" row already
             continue
-        with setup.config.strategy.scope():
+        with warnings_of(f"{name} + {suffix}"), setup.config.strategy.scope():
             mapped, fit = calibrate(model, setup.validation, method=method, return_fit=True)
         report.record(f"{name} + {suffix}", fit, mapped, hyperparameters_used, **extra)
 
@@ -98,6 +98,6 @@ def record_calibrated(setup, report, name, model, hyperparameters_used, **extra)
 def record_student(setup, report, name, student, hyperparameters_used, **extra):
     """The student's rows: as trained, and temperature-scaled on the validation set ("+ TempS")."""
     report.record(name, None, student, hyperparameters_used, **extra)
-    student_scaled, fit = calibrated(student, setup)
+    student_scaled, fit = calibrated(student, setup, f"{name} + TempS")
     report.record(f"{name} + TempS", fit, student_scaled, hyperparameters_used, **extra)
     record_calibrated(setup, report, name, student, hyperparameters_used, **extra)
