@@ -25,6 +25,7 @@ from keras_ils.experiments.main_job.fitting import TRAINING_SETS, Setup, keras_t
 from keras_ils.experiments.main_job.progress import Progress
 from keras_ils.experiments.main_job.report import Report, record_student
 from keras_ils.experiments.main_job.resume import same_search_settings
+from keras_ils.experiments.zoo import models
 from keras_ils.teacher import compute_teacher_logits, read_cache
 
 __all__ = ["check_tune", "run", "tune"]
@@ -77,9 +78,23 @@ def run(splits, config: RunConfig) -> dict:
         return report.write(setup.header(header.pop("teacher_fit"), **settings, **header))
 
 
+def _check_model(setup):
+    """Builds the model once on the data's shape, so a name or shape it cannot take fails before anything is written."""
+    config, splits = setup.config, setup.splits
+    try:
+        models.build(config.model_name, splits.num_classes, splits.input_shape)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"Invalid value for argument `--model` (model). {config.model_name!r} cannot take {splits.name}'s "
+            f"examples, shaped {tuple(splits.input_shape)} with {splits.num_classes} classes: {error}"
+        ) from error
+
+
 def _check_run(setup, engine):
-    """What `run` refuses before anything trains: bad grids or fixed values, settings the path cannot do."""
+    """What `run` refuses before anything trains: bad grids or fixed values, settings the path cannot do, a model
+    that cannot take the data."""
     config = setup.config
+    _check_model(setup)
     for method in config.methods:  # a bad grid or fixed value fails before anything trains
         fixed_space(method, config.search_space, setup.fixed)
     if config.teacher_folds > 1 and not engine:
