@@ -32,6 +32,7 @@ from keras_ils._files import atomic_write
 from keras_ils.data import as_pairs
 
 __all__ = [
+    "check_cache_data",
     "CACHE_FORMAT",
     "OnlineTeacher",
     "StaleCacheError",
@@ -105,6 +106,28 @@ def read_cache(path: str) -> TeacherLogits:
             f"{path} is not a readable teacher-logits cache ({type(error).__name__}: {error}). "
             "Delete it or choose another cache path."
         ) from error
+
+
+def check_cache_data(path: str, dataset: tf.data.Dataset, num_classes: int, batch_size: int = 256, **keys) -> None:
+    """Refuses now, before any teacher trains, a cache at `path` that was made from other data or classes.
+
+    The data part of the fingerprint (example count, classes, labels and
+    features in order) is compared; the teacher's part can only be once the
+    teacher exists (`compute_teacher_logits` does). Raises `StaleCacheError`.
+    """
+    cached = read_cache(path)
+    labels, data_hash, _ = _dataset_pass(as_pairs(dataset, **keys), batch_size)
+    expected = _fingerprint(labels, data_hash, num_classes, None)
+    stale = [
+        key
+        for key in ("count", "num_classes", "labels_sha256", "data_sha256")
+        if cached.fingerprint.get(key) != expected[key]
+    ]
+    if stale:
+        raise StaleCacheError(
+            f"{path} holds teacher logits of other data ({', '.join(stale)} differ from the training split's). "
+            "Delete it or choose another cache path."
+        )
 
 
 def _load(path, expected):

@@ -176,3 +176,23 @@ def test_pipeline_shares_cached_rows_with_data_maps():
     attached = data.with_teacher_targets(tf.data.Dataset.from_tensor_slices((x, y)), cached)
     rows = np.stack([t.numpy()[3:] for _, t in attached])
     np.testing.assert_allclose(rows, teacher.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+
+
+class TestCacheDataCheckedEarly:
+    """A cache of other data is refused before any teacher trains (issue 23 item 5)."""
+
+    def test_same_data_passes_other_data_is_refused(self, tmp_path):
+        from keras_ils import teacher as teacher_module
+
+        x = np.random.default_rng(0).normal(size=(20, 2)).astype("float32")
+        y = np.arange(20) % 3
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        teacher = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+        path = str(tmp_path / "cache.npz")
+        compute_teacher_logits(teacher, ds, cache_path=path)
+        teacher_module.check_cache_data(path, ds, 3)  # the same data: no error
+        other = tf.data.Dataset.from_tensor_slices((x + 1.0, y))
+        with pytest.raises(StaleCacheError, match="data_sha256"):
+            teacher_module.check_cache_data(path, other, 3)
+        with pytest.raises(StaleCacheError, match="num_classes"):
+            teacher_module.check_cache_data(path, ds, 4)

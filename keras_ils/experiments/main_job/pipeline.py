@@ -26,7 +26,7 @@ from keras_ils.experiments.main_job.progress import Progress
 from keras_ils.experiments.main_job.report import Report, record_student
 from keras_ils.experiments.main_job.resume import same_search_settings
 from keras_ils.experiments.zoo import models
-from keras_ils.teacher import compute_teacher_logits, read_cache
+from keras_ils.teacher import check_cache_data, compute_teacher_logits
 
 __all__ = ["check_tune", "run", "tune"]
 
@@ -65,7 +65,8 @@ def run(splits, config: RunConfig) -> dict:
     if config.output_dir is None:
         raise ValueError("Argument `config`: `run` needs `config.output_dir`, where its results go.")
     if config.teacher_cache is not None and os.path.exists(config.teacher_cache):
-        read_cache(config.teacher_cache)  # an unreadable file fails now, not after the teacher has trained
+        # an unreadable file, or one of other data, fails now, not after the teacher has trained
+        check_cache_data(config.teacher_cache, splits.train, splits.num_classes)
     setup = Setup.make(splits, config)
     config, engine = setup.config, uses_engine(setup)
     _check_run(setup, engine)
