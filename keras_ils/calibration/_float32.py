@@ -6,14 +6,14 @@ close logits to one value and flip the predicted class. So every calibration
 layer takes `dtype="float32"` unless its user passes a dtype, and casts its
 input to its compute dtype: under `mixed_bfloat16` or `mixed_float16` a
 calibrated model outputs float32 and never changes the model's argmax
-through rounding.
+through rounding. `known_classes` is the layers' other shared input check.
 """
 
 from __future__ import annotations
 
 from keras import ops
 
-__all__ = ["float32_by_default", "to_compute_dtype"]
+__all__ = ["float32_by_default", "known_classes", "to_compute_dtype"]
 
 
 def float32_by_default(kwargs: dict) -> dict:
@@ -26,3 +26,14 @@ def float32_by_default(kwargs: dict) -> dict:
 def to_compute_dtype(layer, inputs):
     """`inputs` cast to `layer`'s compute dtype (float32 unless the user chose another)."""
     return ops.cast(inputs, layer.compute_dtype)
+
+
+def known_classes(layer, input_shape) -> int:
+    """The class count `K` of a calibration layer's input shape; a `ValueError` unless it is known and >= 2."""
+    num_classes = input_shape[-1]
+    if num_classes is None or num_classes < 2:
+        raise ValueError(
+            f"{type(layer).__name__} needs inputs with a known number of classes K >= 2 in their last axis. "
+            f"Received input shape: {tuple(input_shape)}"
+        )
+    return num_classes

@@ -9,6 +9,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils._checks import integer_at_least
+from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
     fitting_probabilities,
@@ -73,7 +74,7 @@ class HistogramBinning(OneVsRestCalibration):
         self.num_bins = integer_at_least("num_bins", num_bins, 1)
 
     def build(self, input_shape):
-        num_classes = self._num_classes(input_shape)
+        num_classes = known_classes(self, input_shape)
         centres = (np.arange(self.num_bins) + 0.5) / self.num_bins
         edges = np.arange(1, self.num_bins) / self.num_bins
         self.edges = self.add_weight(

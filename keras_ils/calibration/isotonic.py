@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils._checks import integer_at_least
+from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
     fitting_probabilities,
@@ -72,7 +73,7 @@ class IsotonicCalibration(OneVsRestCalibration):
         self.num_thresholds = integer_at_least("num_thresholds", num_thresholds, 2)
 
     def build(self, input_shape):
-        num_classes = self._num_classes(input_shape)
+        num_classes = known_classes(self, input_shape)
         identity = np.tile(np.linspace(0.0, 1.0, self.num_thresholds), (num_classes, 1))
         self.thresholds = self.add_weight(
             name="thresholds",

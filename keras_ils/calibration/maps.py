@@ -46,7 +46,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils._checks import number_in
-from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
+from keras_ils.calibration._float32 import float32_by_default, known_classes, to_compute_dtype
 
 __all__ = ["DEFAULT_ODIR", "AFFINE_LAYERS", "DirichletCalibration", "MatrixScaling", "VectorScaling"]
 
@@ -72,15 +72,6 @@ class _CalibrationMap(keras.layers.Layer):
     def __init__(self, from_logits: bool = True, **kwargs):
         super().__init__(**float32_by_default(kwargs))
         self.from_logits = bool(from_logits)
-
-    def _num_classes(self, input_shape):
-        num_classes = input_shape[-1]
-        if num_classes is None or num_classes < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs inputs with a known number of classes K >= 2 in their last axis. "
-                f"Received input shape: {tuple(input_shape)}"
-            )
-        return num_classes
 
     def call(self, inputs):
         inputs = to_compute_dtype(self, inputs)
@@ -131,7 +122,7 @@ class VectorScaling(_CalibrationMap):
     """
 
     def build(self, input_shape):
-        num_classes = self._num_classes(input_shape)
+        num_classes = known_classes(self, input_shape)
         self.scale = self.add_weight(name="scale", shape=(num_classes,), initializer="ones")
         self.bias = self.add_weight(name="bias", shape=(num_classes,), initializer="zeros")
 
@@ -154,7 +145,7 @@ class _ODIRMap(_CalibrationMap):
         self.intercept_l2 = number_in("intercept_l2", intercept_l2, 0.0, expected="a float >= 0")
 
     def build(self, input_shape):
-        num_classes = self._num_classes(input_shape)
+        num_classes = known_classes(self, input_shape)
         self.kernel = self.add_weight(
             name="kernel",
             shape=(num_classes, num_classes),

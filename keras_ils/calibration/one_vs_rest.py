@@ -67,15 +67,6 @@ class OneVsRestCalibration(keras.layers.Layer):
         self.floor = number_in("floor", floor, 0.0, 1.0, expected="a float in [0, 1]")
         self.from_logits = bool(from_logits)
 
-    def _num_classes(self, input_shape):
-        num_classes = input_shape[-1]
-        if num_classes is None or num_classes < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs inputs with a known number of classes K >= 2 in their last axis. "
-                f"Received input shape: {tuple(input_shape)}"
-            )
-        return num_classes
-
     def one_vs_rest(self, probabilities):
         """Each class's fitted map of its own probability, `[..., K] -> [..., K]`, before renormalising."""
         return self._each_class(to_compute_dtype(self, probabilities))
