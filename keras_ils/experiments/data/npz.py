@@ -205,7 +205,11 @@ def load_npz(
     )
     mean, scale = feature_statistics(x_train[train_rows])
     x_train, x_validation, x_test = standardise(
-        x_train[train_rows], x_train[validation_rows], x_test, names=("x_train", "x_train", "x_test")
+        x_train[train_rows],
+        x_train[validation_rows],
+        x_test,
+        names=("x_train", "x_train", "x_test"),
+        statistics=(mean, scale),
     )
     make = lambda x, y: tf.data.Dataset.from_tensor_slices((x, y.astype(np.int32)))  # noqa: E731
     return Splits(

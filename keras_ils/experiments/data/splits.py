@@ -78,7 +78,9 @@ def check_known_classes(source: str, known: int, num_classes: int | None) -> Non
         )
 
 
-def standardise(x_train, *others, names: tuple = ("x_train", "x_validation", "x_test")) -> list:
+def standardise(
+    x_train, *others, names: tuple = ("x_train", "x_validation", "x_test"), statistics: tuple | None = None
+) -> list:
     """Centres and scales every feature (channel, for images) by the training split's mean and standard deviation.
 
     A feature constant in the training split is only centred (scale 1, as
@@ -99,6 +101,8 @@ def standardise(x_train, *others, names: tuple = ("x_train", "x_validation", "x_
         *others: more arrays shaped like `x_train` (validation, test).
         names: the arrays' names in error messages, `x_train`'s first.
             Defaults to `("x_train", "x_validation", "x_test")`.
+        statistics: `feature_statistics(x_train)` when the caller already
+            has them (they are not computed again). Defaults to `None`.
 
     Returns:
         `[x_train, *others]` standardised, float32.
@@ -114,7 +118,7 @@ def standardise(x_train, *others, names: tuple = ("x_train", "x_validation", "x_
     >>> standardise(np.array([[1e30], [3e30]], dtype="float32"))[0].tolist()   # 0 in float32 arithmetic
     [[-1.0], [1.0]]
     """
-    mean, scale = feature_statistics(x_train, names[0])
+    mean, scale = feature_statistics(x_train, names[0]) if statistics is None else statistics
     scaled = []
     for i, x in enumerate((x_train, *others)):
         with np.errstate(over="ignore", invalid="ignore"):
