@@ -268,14 +268,14 @@ class TestPairedDifference:
     def test_against_a_numpy_paired_bootstrap(self):
         logits, labels = _predictions(1, n=300)
         sharper = 2.0 * logits
-        result = evaluation.paired_difference(logits, sharper, labels, confidence=0.9, bootstrap=200, seed=5)
+        result = evaluation.paired_difference(logits, sharper, labels, confidence=0.9, bootstrap=100, seed=5)
         assert set(result) == set(evaluation.COLUMNS)
         p_a, p_b = reference.softmax(logits), reference.softmax(sharper)
         for name, score in REFERENCE_SCORES.items():
             difference = lambda a, b, y, score=score: score(a, y) - score(b, y)  # noqa: E731
             np.testing.assert_allclose(result[name].value, score(p_a, labels) - score(p_b, labels), rtol=1e-4,
                                        atol=1e-7, err_msg=name)  # fmt: skip
-            want = _bootstrap_reference(difference, (p_a, p_b, labels), 5, 200, 0.9)
+            want = _bootstrap_reference(difference, (p_a, p_b, labels), 5, 100, 0.9)
             np.testing.assert_allclose((result[name].low, result[name].high), want, rtol=1e-4, atol=1e-6, err_msg=name)
 
     def test_a_model_against_itself_is_exactly_zero(self):

@@ -5,11 +5,11 @@ re-exported here, so `keras_ils.evaluation.<name>` is the one address of each:
 
 - `_scores`: `scores`, `evaluate`, `evaluate_outputs`, `paired_difference`
   (accuracy, NLL, ECE, cwECE, class-conditional ECE, Brier, MCE, adaptive
-  ECE, with bootstrap intervals), `top_label_bins`, `adaptive_ece`,
-  `probabilities`;
+  ECE, smooth ECE, debiased L2 and KS calibration errors: `COLUMNS`, with
+  bootstrap intervals), `top_label_bins`, `adaptive_ece`, `probabilities`;
 - `_calibration`: `smooth_ece`, `debiased_calibration_error`,
-  `ks_calibration_error`, `brier_decomposition` (calibration scores beyond
-  binned ECE; not yet columns of `scores`).
+  `ks_calibration_error` (calibration scores beyond binned ECE, also
+  columns of `scores`), `brier_decomposition`.
 """
 
 from keras_ils.evaluation._calibration import (

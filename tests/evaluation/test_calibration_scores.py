@@ -147,3 +147,46 @@ def test_shapes_are_checked(fn):
 def test_num_bins_checked(fn):
     with pytest.raises(ValueError, match="Invalid value for argument `num_bins`"):
         fn(np.full((4, 2), 0.5), np.zeros(4, int), num_bins=0)
+
+
+class TestColumnsOfScores:
+    """The three errors as columns of `scores`, `evaluate_outputs` (groups, bootstrap intervals) and the CSV."""
+
+    @staticmethod
+    def _logits(seed, n, k, scale):
+        rng = np.random.default_rng(seed)
+        labels = rng.integers(0, k, n)
+        return (rng.normal(size=(n, k)) * scale + 2.0 * np.eye(k)[labels]).astype(np.float32), labels
+
+    @pytest.mark.parametrize("seed, n, k, scale", CASES[:4])
+    def test_scores_equal_relplot_uncertainty_calibration_and_a_loop(self, seed, n, k, scale):
+        logits, labels = self._logits(seed, n, k, scale)
+        probs = reference.softmax(logits)
+        result = evaluation.scores(logits, labels)
+        assert tuple(result)[-3:] == ("smooth_ece", "debiased_calibration_error", "ks_calibration_error")
+        np.testing.assert_allclose(result["smooth_ece"], relplot.smECE(*_top_label(probs, labels)), atol=1e-4)
+        want = calibration.get_calibration_error(probs, labels, p=2, debias=True, mode="top-label")
+        np.testing.assert_allclose(result["debiased_calibration_error"], want, atol=1e-5)
+        np.testing.assert_allclose(result["ks_calibration_error"], _ks_loop(probs, labels), atol=1e-6)
+
+    def test_groups_and_intervals_against_relplot_on_the_same_resamples(self):
+        logits, labels = self._logits(6, 400, 3, 2.0)
+        mask = np.arange(400) % 3 == 0
+        result = evaluation.evaluate_outputs(logits, labels, groups={"g": mask}, confidence=0.8, bootstrap=20, seed=4)
+        probs = reference.softmax(logits)
+        smece = lambda p, y: relplot.smECE(*_top_label(p, y))  # noqa: E731
+        np.testing.assert_allclose(result["g"]["smooth_ece"], smece(probs[mask], labels[mask]), atol=1e-4)
+        rng, draws = np.random.default_rng(4), []  # resample b: the b-th integers(0, n, n) of default_rng(seed)
+        for _ in range(20):
+            index = rng.integers(0, 400, 400)
+            draws.append(smece(probs[index], labels[index]))
+        interval = result["all"]["intervals"]["smooth_ece"]
+        assert interval.value == result["all"]["smooth_ece"]
+        np.testing.assert_allclose(interval[1:], np.percentile(draws, [10, 90]), atol=1e-4)
+
+    def test_paired_difference_has_them(self):
+        logits, labels = self._logits(7, 300, 3, 1.0)
+        difference = evaluation.paired_difference(logits, 3.0 * logits, labels, bootstrap=10)
+        want = relplot.smECE(*_top_label(reference.softmax(logits), labels))
+        want -= relplot.smECE(*_top_label(reference.softmax(3.0 * logits), labels))
+        np.testing.assert_allclose(difference["smooth_ece"].value, want, atol=2e-4)
