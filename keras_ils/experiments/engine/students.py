@@ -50,7 +50,8 @@ import numpy as np
 from keras_ils import baselines, calibration, methods
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils.calibration import ESTIMATORS
-from keras_ils.experiments.engine import vectorised
+from keras_ils.experiments.engine import cross_fit, vectorised
+from keras_ils.experiments.engine.cross_fit import fold_rows
 from keras_ils.experiments.zoo import models
 
 __all__ = [
@@ -298,7 +299,7 @@ def search_students(
     if teacher_logits is not None:
         teacher_logits = _checked_teacher_logits(teacher_logits, len(y_train), num_classes)
     elif settings.teacher_folds > 1:
-        teacher_logits, folds_fit = _out_of_fold_logits(train, validation, settings)
+        teacher_logits, folds_fit = cross_fit.out_of_fold_logits(train, validation, settings)
     else:
         raw = vectorised.mlp_logits([(k[:1], b[:1]) for k, b in first.weights], x_train)[0]
         teacher_logits = (raw / teacher_fit.temperature).astype(np.float32)
@@ -434,60 +435,6 @@ def _train_stage(train, validation, configs, teacher_logits, settings):
         seeds=seeds,
         training=settings.training,
     )
-
-
-def fold_rows(labels, folds: int, seed: int) -> list:
-    """`folds` disjoint index arrays covering `labels`, stratified: each class's examples dealt round-robin in a
-    seeded order, so the folds keep the class proportions.
-
-    Example:
-
-    >>> labels = np.array([0, 0, 1, 1, 1, 0])
-    >>> [np.bincount(labels[rows], minlength=2).tolist() for rows in fold_rows(labels, 2, seed=0)]
-    [[2, 1], [1, 2]]
-    """
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    assigned = np.empty(len(labels), np.int64)
-    offset = 0
-    for label in np.unique(labels):
-        rows = rng.permutation(np.flatnonzero(labels == label))
-        assigned[rows] = (np.arange(len(rows)) + offset) % folds
-        offset += len(rows)
-    return [np.flatnonzero(assigned == fold) for fold in range(folds)]
-
-
-def _out_of_fold_logits(train, validation, settings):
-    """`(calibrated out-of-fold logits [n, K], the joint TemperatureFit)` of the settings' cross-fitted teachers."""
-    folds, seed, estimator = settings.teacher_folds, settings.seed, settings.temperature_estimator
-    x, y, num_classes = train
-    x_validation, y_validation = validation
-    held_out = fold_rows(y, folds, seed)
-    if min(len(rows) for rows in held_out) == 0:
-        raise invalid("teacher_folds", f"at most the {len(y)} training examples", folds)
-    raw = np.empty((len(y), num_classes), np.float32)
-    val_logits = []
-    by_size = {}
-    for fold, rows in enumerate(held_out):
-        by_size.setdefault(len(y) - len(rows), []).append(fold)
-    for same_size in by_size.values():  # teachers on equally many examples train together
-        keep = [np.setdiff1d(np.arange(len(y)), held_out[fold]) for fold in same_size]
-        count = len(same_size)
-        trained = vectorised.train_mlps(
-            np.stack([x[rows] for rows in keep]),
-            np.stack([np.eye(num_classes, dtype=np.float32)[y[rows]] for rows in keep]),
-            np.broadcast_to(x_validation, (count,) + x_validation.shape),
-            np.broadcast_to(y_validation, (count,) + y_validation.shape),
-            seeds=[seed] * count,
-            training=settings.training,
-        )
-        for row, fold in enumerate(same_size):
-            weights = [(k[row : row + 1], b[row : row + 1]) for k, b in trained.weights]
-            raw[held_out[fold]] = vectorised.mlp_logits(weights, x[held_out[fold]])[0]
-            val_logits.append(vectorised.mlp_logits(weights, x_validation)[0])
-    pooled_labels = np.tile(y_validation, folds)
-    fit = calibration.estimate_temperature(np.concatenate(val_logits), pooled_labels, estimator=estimator)
-    return (raw / fit.temperature).astype(np.float32), fit
 
 
 def _nll(logits, labels):
