@@ -19,6 +19,18 @@ nothing else lists method names. Adding a method is one loss plus one
 | `ils1`    | ILS1    | `ILSLoss("ils1")`                             | P1 x P2            | calibrated        |
 | `ils2`    | ILS2    | `ILSLoss("ils2")`                             | eps x T            | calibrated        |
 | `ils`     | ILS     | `ILSLoss("ils")`                              | P1 x P2 x T        | calibrated        |
+| `focal`   | Focal   | `FocalLoss(gamma)`                            | gamma              | -                 |
+| `flsd53`  | FLSD-53 | `FocalLoss(gamma="flsd53")`                   | -                  | -                 |
+| `mbls`    | MbLS    | `MarginLabelSmoothingLoss(margin, alpha=0.1)` | margin             | -                 |
+| `mmce`    | MMCE    | `MMCELoss(weight)`                            | weight             | -                 |
+| `mdca`    | MDCA    | `MDCALoss(beta)`                              | beta               | -                 |
+| `ols`     | OLS     | `OnlineLabelSmoothing(K, alpha)` + callback   | alpha              | -                 |
+
+The calibration losses after ILS (Focal to OLS) are the peers a user compares
+ILS with; their grids are their authors' (the same for `"paper"` and
+`"synthetic"`). The engine trains every method but BS_Soft, Beta and OLS,
+whose targets follow the student (`ids(engine=False)`); OLS's loss needs its
+`OnlineLabelSmoothingCallback` in every `model.fit` (`Method.callbacks`).
 
 Example:
 
@@ -35,8 +47,8 @@ Registering your own method (a loss plus its grid) makes it a choice of
 ```python
 keras_ils.methods.register(
     keras_ils.methods.Method(
-        id="focal",
-        name="Focal",
+        id="keras_focal",
+        name="Keras focal",
         make_loss=lambda num_classes, gamma: keras.losses.CategoricalFocalCrossentropy(gamma=gamma, from_logits=True),
         hyperparameters=("gamma",),
         grids={"paper": {"gamma": (1.0, 2.0, 3.0)}},
@@ -55,7 +67,7 @@ from typing import Any, Literal
 import keras
 import numpy as np
 
-from keras_ils import baselines, distillation, targets
+from keras_ils import baselines, distillation, losses, targets
 from keras_ils._checks import invalid
 from keras_ils.losses import ILSLoss
 
@@ -114,6 +126,15 @@ class Method:
             the fixed per-example training targets, for methods whose targets
             do not depend on the student (the vectorised engine trains
             exactly these); `None` for the others.
+        engine_loss: `(num_classes, **settings, **hyperparameters) -> dict`
+            of the vectorised engine's loss parameters (the names of
+            `keras_ils.experiments.engine.loss_terms.PARAMETERS`, e.g.
+            `{"focal_gamma": 2.0}`) for a loss that is more than
+            cross-entropy against `targets`; `None`: cross-entropy. Needs
+            `targets`.
+        callbacks: `loss -> list` of the Keras callbacks that every
+            `model.fit` with the method's loss needs (OLS's
+            `OnlineLabelSmoothingCallback`); `None`: none.
         derived: `(num_classes, **arguments) -> dict` of values the loss
             derives from its arguments that reports should show; or `None`.
         always_run: trained in every run (the No LS teacher), so not a
@@ -131,6 +152,8 @@ class Method:
     targets: Callable | None = None
     derived: Callable[..., dict] | None = None
     always_run: bool = False
+    engine_loss: Callable[..., dict] | None = None
+    callbacks: Callable[[keras.losses.Loss], list] | None = None
 
     def __post_init__(self):
         if not isinstance(self.id, str) or not self.id.isidentifier():
@@ -140,6 +163,10 @@ class Method:
         for grid_name, grid in self.grids.items():
             if set(grid) != set(self.hyperparameters):
                 raise invalid("grids", f"grids with exactly the keys {list(self.hyperparameters)}", grid_name)
+        if self.engine_loss is not None and self.targets is None:
+            raise invalid(
+                "engine_loss", "None for a method without `targets` (the engine trains on targets)", self.engine_loss
+            )
         object.__setattr__(self, "grids", types.MappingProxyType({k: dict(v) for k, v in self.grids.items()}))
         object.__setattr__(self, "settings", types.MappingProxyType(dict(self.settings)))
 
@@ -155,7 +182,8 @@ class Method:
 
     @property
     def engine(self) -> bool:
-        """Whether the vectorised engine can train it (its targets are fixed per example)."""
+        """Whether the vectorised engine can train it: its targets are fixed per example (`targets`), its loss
+        cross-entropy against them or the engine's terms (`engine_loss`)."""
         return self.targets is not None
 
     def grid(self, name: str = "paper") -> dict:
@@ -167,6 +195,16 @@ class Method:
     def loss(self, num_classes: int, **hyperparameters) -> keras.losses.Loss:
         """The method's loss for `num_classes` classes with these hyperparameter values."""
         return self.make_loss(num_classes, **self.settings, **hyperparameters)
+
+    def engine_parameters(self, num_classes: int, **hyperparameters) -> dict:
+        """The vectorised engine's loss parameters with these hyperparameter values (`{}`: cross-entropy)."""
+        if self.engine_loss is None:
+            return {}
+        return dict(self.engine_loss(num_classes, **self.settings, **hyperparameters))
+
+    def training_callbacks(self, loss: keras.losses.Loss) -> list:
+        """The callbacks a `model.fit` with `loss` (this method's) needs; `[]` for most methods."""
+        return list(self.callbacks(loss)) if self.callbacks is not None else []
 
     def reported(self, num_classes: int, **hyperparameters) -> dict:
         """The settings a results table reports: the fixed settings, derived values, then the hyperparameters."""
@@ -261,9 +299,11 @@ def ids(
     Example:
 
     >>> ids(tunable=True)
-    ('ls', 'ils1', 'ils2', 'ils')
+    ('ls', 'ils1', 'ils2', 'ils', 'focal', 'mbls', 'mmce', 'mdca', 'ols')
     >>> ids(selectable=True)
-    ('dis', 'cls', 'bs_soft', 'beta', 'ls', 'ils1', 'ils2', 'ils')
+    ('dis', 'cls', 'bs_soft', 'beta', 'ls', 'ils1', 'ils2', 'ils', 'focal', 'flsd53', 'mbls', 'mmce', 'mdca', 'ols')
+    >>> ids(engine=False)
+    ('bs_soft', 'beta', 'ols')
     """
     wanted = {"tunable": tunable, "engine": engine, "reads_teacher": reads_teacher}
     return tuple(
@@ -319,6 +359,73 @@ def _beta_shape(num_classes, alpha, epsilon):
     return {"a": round(baselines.beta_shape_for_epsilon(epsilon, num_classes, alpha), 4)}
 
 
+def _one_hot(one_hot, teacher_logits=None, **values):
+    """The engine's targets of a loss that reads the labels alone: the one-hot rows."""
+    return one_hot
+
+
+def _authors_grid(name: str, values: tuple) -> dict:
+    """One hyperparameter's grid, its authors', for both the real-data and the synthetic runs."""
+    return {grid: {name: values} for grid in GRID_NAMES}
+
+
+# The calibration losses users compare ILS with, each on its authors' grid (the same for the synthetic task).
+_CALIBRATION_LOSSES = (
+    Method(
+        id="focal",
+        name="Focal",
+        make_loss=lambda num_classes, gamma: losses.FocalLoss(gamma=gamma),
+        hyperparameters=("gamma",),
+        grids=_authors_grid("gamma", (1.0, 2.0, 3.0)),
+        targets=_one_hot,
+        engine_loss=lambda num_classes, gamma: {"focal_gamma": gamma},
+    ),
+    Method(
+        id="flsd53",
+        name="FLSD-53",
+        make_loss=lambda num_classes: losses.FocalLoss(gamma="flsd53"),
+        targets=_one_hot,
+        engine_loss=lambda num_classes: {"flsd53": 1.0},
+    ),
+    Method(
+        id="mbls",
+        name="MbLS",
+        make_loss=lambda num_classes, alpha, margin: losses.MarginLabelSmoothingLoss(margin=margin, alpha=alpha),
+        hyperparameters=("margin",),
+        grids=_authors_grid("margin", (2.0, 4.0, 6.0, 8.0, 10.0)),
+        settings=dict(alpha=0.1),
+        targets=_one_hot,
+        engine_loss=lambda num_classes, alpha, margin: {"mbls_margin": margin, "mbls_alpha": alpha},
+    ),
+    Method(
+        id="mmce",
+        name="MMCE",
+        make_loss=lambda num_classes, weight: losses.MMCELoss(weight=weight),
+        hyperparameters=("weight",),
+        grids=_authors_grid("weight", (1.0, 2.0, 4.0, 8.0)),
+        targets=_one_hot,
+        engine_loss=lambda num_classes, weight: {"mmce_weight": weight},
+    ),
+    Method(
+        id="mdca",
+        name="MDCA",
+        make_loss=lambda num_classes, beta: losses.MDCALoss(beta=beta),
+        hyperparameters=("beta",),
+        grids=_authors_grid("beta", (1.0, 5.0, 10.0, 15.0, 20.0)),
+        targets=_one_hot,
+        engine_loss=lambda num_classes, beta: {"mdca_beta": beta},
+    ),
+    Method(
+        id="ols",
+        name="OLS",
+        make_loss=lambda num_classes, alpha: losses.OnlineLabelSmoothing(num_classes, alpha=alpha),
+        hyperparameters=("alpha",),
+        grids=_authors_grid("alpha", (0.25, 0.5, 0.75)),
+        callbacks=lambda loss: [losses.OnlineLabelSmoothingCallback(loss)],
+    ),
+)
+
+
 for _method in (
     _ils_family("none", "No LS"),
     Method(
@@ -360,6 +467,7 @@ for _method in (
     _ils_family("ils1", "ILS1"),
     _ils_family("ils2", "ILS2"),
     _ils_family("ils", "ILS"),
+    *_CALIBRATION_LOSSES,
 ):
     register(_method)
 del _method

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_ils import baselines, distillation, methods, teacher_targets
+from keras_ils import baselines, distillation, losses, methods, teacher_targets
 
 import reference
 
@@ -28,6 +28,15 @@ TUNED = {
     "ils2": ("epsilon", "temperature"),
     "ils": ("p1", "p2", "temperature"),
 }
+# The calibration losses' grids, their authors' (issue 24), the same for real data and the synthetic task.
+AUTHORS = {
+    "focal": {"gamma": (1.0, 2.0, 3.0)},
+    "mbls": {"margin": (2.0, 4.0, 6.0, 8.0, 10.0)},
+    "mmce": {"weight": (1.0, 2.0, 4.0, 8.0)},
+    "mdca": {"beta": (1.0, 5.0, 10.0, 15.0, 20.0)},
+    "ols": {"alpha": (0.25, 0.5, 0.75)},
+}
+CALIBRATION_LOSSES = ("focal", "flsd53", "mbls", "mmce", "mdca", "ols")
 
 
 @pytest.fixture
@@ -48,19 +57,22 @@ def throwaway():
     methods.unregister("throwaway")
 
 
-def test_the_paper_comparison_in_the_papers_order():
-    assert methods.ids() == ("none", "dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
+def test_the_paper_comparison_in_the_papers_order_then_the_calibration_losses():
+    paper = ("none", "dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
+    assert methods.ids() == paper + CALIBRATION_LOSSES
     assert methods.ids(selectable=True) == methods.ids()[1:]
     names = [methods.get(i).name for i in methods.ids()]
-    assert names == ["No LS", "Dis", "cLS", "BS_Soft", "Beta", "LS", "ILS1", "ILS2", "ILS"]
+    paper_names = ["No LS", "Dis", "cLS", "BS_Soft", "Beta", "LS", "ILS1", "ILS2", "ILS"]
+    assert names == paper_names + ["Focal", "FLSD-53", "MbLS", "MMCE", "MDCA", "OLS"]
 
 
 def test_filters():
-    assert methods.ids(tunable=True) == tuple(TUNED)
+    assert methods.ids(tunable=True) == tuple(TUNED) + tuple(AUTHORS)
     assert methods.ids(reads_teacher=True) == ("dis", "cls", "ils1", "ils2", "ils")
-    # BS_Soft and Beta read the student's own predictions: only model.fit trains them
-    assert methods.ids(engine=False) == ("bs_soft", "beta")
+    # BS_Soft, Beta and OLS read the student's own predictions: only model.fit trains them
+    assert methods.ids(engine=False) == ("bs_soft", "beta", "ols")
     assert methods.get("cls").borrows == ("epsilon",) and methods.get("beta").borrows == ("epsilon",)
+    assert not any(methods.get(m).borrows or methods.get(m).reads_teacher for m in CALIBRATION_LOSSES)
 
 
 @pytest.mark.parametrize("method_id", list(TUNED))
@@ -69,6 +81,14 @@ def test_grids_are_the_papers(method_id):
     assert entry.hyperparameters == TUNED[method_id]
     assert entry.grid("paper") == {name: PAPER[name] for name in TUNED[method_id]}
     assert entry.grid("synthetic") == {name: SYNTHETIC[name] for name in TUNED[method_id]}
+
+
+@pytest.mark.parametrize("method_id", list(AUTHORS))
+def test_calibration_loss_grids_are_the_authors_for_both_grid_names(method_id):
+    entry = methods.get(method_id)
+    assert entry.hyperparameters == tuple(AUTHORS[method_id])
+    assert entry.grid("paper") == AUTHORS[method_id] and entry.grid("synthetic") == AUTHORS[method_id]
+    assert methods.make_search_space(method_id, "synthetic") == AUTHORS[method_id]
 
 
 @pytest.mark.parametrize("method_id", ["none", "ls", "ils1", "ils2", "ils"])
@@ -91,6 +111,80 @@ def test_baselines_losses_and_reported_settings():
     reported = methods.get("beta").reported(10, epsilon=0.1)
     assert list(reported) == ["alpha", "a", "epsilon"] and reported["a"] == round(beta.a, 4)
     assert methods.get("ils").reported(3, p1=0.9, p2=1.0, temperature=2.0) == dict(p1=0.9, p2=1.0, temperature=2.0)
+
+
+def _numpy_mmce(p, labels):
+    """Kumar et al.'s MMCE of a batch (Laplacian kernel, width 0.4), from the top-label confidences."""
+    confidence, correct = p.max(-1), (p.argmax(-1) == labels).astype(np.float64)
+    gap = correct - confidence
+    kernel = np.exp(-np.abs(confidence[:, None] - confidence[None, :]) / 0.4)
+    return np.sqrt(max((gap[:, None] * gap[None, :] * kernel).sum() / len(p) ** 2, 0.0))
+
+
+def _hinge(z, margin):
+    """MbLS's penalty per example: the mean over classes of the logit distances to the top beyond `margin`."""
+    return np.maximum(z.max(-1, keepdims=True) - z - margin, 0).mean(-1)
+
+
+# The calibration losses written from their papers, per example: `(logits z, probabilities p, one-hot t, p_t, CE,
+# **values)`; the batch terms (MMCE, MDCA) added to every example, as the losses report them.
+NUMPY_LOSSES = {
+    "focal": lambda z, p, t, p_t, ce, gamma: -((1 - p_t) ** gamma) * np.log(p_t),
+    "flsd53": lambda z, p, t, p_t, ce: -((1 - p_t) ** np.where(p_t < 0.2, 5, 3)) * np.log(p_t),
+    "mbls": lambda z, p, t, p_t, ce, margin: ce + 0.1 * _hinge(z, margin),
+    "mmce": lambda z, p, t, p_t, ce, weight: ce + weight * _numpy_mmce(p, t.argmax(-1)),
+    "mdca": lambda z, p, t, p_t, ce, beta: ce + beta * np.abs(p.mean(0) - t.mean(0)).mean(),
+    # S starts uniform: the first epoch's loss is alpha * CE + (1 - alpha) * CE against the uniform row
+    "ols": lambda z, p, t, p_t, ce, alpha: alpha * ce + (1 - alpha) * reference.cross_entropy(0 * t + 1 / len(t[0]), z),
+}
+
+
+@pytest.mark.parametrize("method_id", CALIBRATION_LOSSES)
+def test_calibration_losses_are_their_papers_formulas(rng, method_id):
+    entry = methods.get(method_id)
+    values = {name: grid[1] for name, grid in entry.grids.get("paper", {}).items()}  # inside the grid, not 0
+    labels, logits = rng.integers(0, 4, 32), 3 * rng.normal(size=(32, 4))
+    p, one_hot = reference.softmax(logits), np.eye(4)[labels]
+    p_t = p[np.arange(32), labels]
+    if method_id == "flsd53":
+        assert 0 < np.mean(p_t < 0.2) < 1  # both of its gammas are used
+    if method_id == "mbls":
+        assert _hinge(logits, values["margin"]).mean() > 0.1  # the margin is crossed
+    want = NUMPY_LOSSES[method_id](logits, p, one_hot, p_t, reference.cross_entropy(one_hot, logits), **values)
+    got = ops.convert_to_numpy(entry.loss(4, **values)(labels, logits.astype(np.float32)))
+    np.testing.assert_allclose(got, want.mean(), rtol=1e-5)
+
+
+def test_calibration_losses_settings_engine_parameters_and_callbacks():
+    from keras_ils.experiments.engine import loss_terms
+
+    assert methods.get("mbls").settings == {"alpha": 0.1} and methods.get("mbls").loss(3, margin=4.0).alpha == 0.1
+    assert methods.get("mbls").reported(3, margin=4.0) == {"alpha": 0.1, "margin": 4.0}
+    assert methods.get("flsd53").loss(3).gamma == "flsd53" and methods.get("flsd53").reported(3) == {}
+    assert methods.get("ols").loss(5, alpha=0.25).num_classes == 5
+    expected = {
+        "focal": ({"gamma": 2.0}, {"focal_gamma": 2.0}),
+        "flsd53": ({}, {"flsd53": 1.0}),
+        "mbls": ({"margin": 4.0}, {"mbls_margin": 4.0, "mbls_alpha": 0.1}),
+        "mmce": ({"weight": 8.0}, {"mmce_weight": 8.0}),
+        "mdca": ({"beta": 15.0}, {"mdca_beta": 15.0}),
+    }
+    one_hot = np.eye(3)[[0, 2, 1]]
+    for method_id, (values, parameters) in expected.items():
+        entry = methods.get(method_id)
+        assert entry.engine and entry.engine_parameters(3, **values) == parameters
+        assert set(parameters) <= set(loss_terms.PARAMETERS)
+        np.testing.assert_array_equal(entry.targets(one_hot, None, **values), one_hot)  # the labels alone
+    assert methods.get("ls").engine_parameters(3, epsilon=0.1) == {}
+    loss = methods.get("ols").loss(3, alpha=0.5)
+    (callback,) = methods.get("ols").training_callbacks(loss)
+    assert isinstance(callback, losses.OnlineLabelSmoothingCallback) and callback.loss is loss
+    for method_id in methods.ids():
+        if method_id != "ols":
+            entry = methods.get(method_id)
+            values = {name: grid[0] for name, grid in entry.grids.get("paper", {}).items()}
+            values.update({name: 0.1 for name in entry.borrows})
+            assert entry.training_callbacks(entry.loss(3, **values)) == []
 
 
 def test_engine_targets(rng):
@@ -157,6 +251,8 @@ class TestRegistration:
             methods.Method(id="x", name="x", make_loss=lambda k: None, hyperparameters=("a",), grids={"paper": {}})
         with pytest.raises(ValueError, match="Invalid value for argument `teacher`"):
             methods.Method(id="x", name="x", make_loss=lambda k: None, teacher="oracle")
+        with pytest.raises(ValueError, match="Invalid value for argument `engine_loss`"):  # the engine needs targets
+            methods.Method(id="x", name="x", make_loss=lambda k: None, engine_loss=lambda k: {"focal_gamma": 2.0})
 
     def test_entries_are_frozen(self):
         with pytest.raises(AttributeError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from keras_ils.experiments.engine.loss_terms import batch_losses
 from keras_ils.experiments.engine.stacked_mlps import forward, pairs
 
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
@@ -51,7 +52,7 @@ def _batch_mean_weights(n_val, batch_size):
     return 1.0 / tf.cast(num_batches * size, tf.float32)
 
 
-def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean"):
+def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean", terms=()):
     """One epoch of every slot: the mini-batch steps, then validation, best-weights and patience bookkeeping.
 
     Slots that hold no model, or a finished one, keep computing (their
@@ -63,7 +64,10 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
     `weight_decay` adds `weight_decay * w` to every gradient before Adam
     (coupled L2, as `torch.optim.Adam(weight_decay=...)`);
     `validation_loss="batch_mean"` averages per-batch means over validation
-    batches of `batch_size` instead of all points at once.
+    batches of `batch_size` instead of all points at once. `terms` are the
+    loss terms compiled into the training loss (`loss_terms.TERMS`; `()`:
+    cross-entropy against the targets), their per-slot parameters read
+    from the state's `loss_parameters`.
 
     The function is called as `epoch(state, active, order)`: `state` is
     `SlotPool.state` (weights, Adam's moments and steps, the best weights and
@@ -72,19 +76,20 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
     returns `(the trained entries of state, validation loss [slots])`.
     Functions are cached per setting, so a setting compiles once.
     """
-    key = (n_train, batch_size, float(learning_rate), bool(jit_compile), float(weight_decay), validation_loss)
+    terms = tuple(terms)
+    key = (n_train, batch_size, float(learning_rate), bool(jit_compile), float(weight_decay), validation_loss, terms)
     if key in _EPOCH_FUNCTIONS:
         return _EPOCH_FUNCTIONS[key]
     full_batches, last_batch = divmod(n_train, batch_size)
 
-    def step(flat, moments, velocities, steps, x, targets, rows):
+    def step(flat, moments, velocities, steps, data, rows):
+        x, targets, loss_parameters = data
         x_batch = tf.gather(x, rows, batch_dims=1)
         t_batch = tf.gather(targets, rows, batch_dims=1)
         with tf.GradientTape() as tape:
             tape.watch(flat)
             logits = forward(pairs(flat), x_batch)
-            per_model = -tf.reduce_mean(tf.reduce_sum(t_batch * tf.nn.log_softmax(logits), axis=-1), axis=-1)
-            loss = tf.reduce_sum(per_model)
+            loss = tf.reduce_sum(batch_losses(logits, t_batch, loss_parameters, terms))
         grads = tape.gradient(loss, flat)
         if weight_decay:
             grads = [g + weight_decay * w for g, w in zip(grads, flat, strict=True)]
@@ -95,12 +100,12 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
     def epoch(state, active, order):
         """`state` is `SlotPool.state`; returns its trained entries and the validation loss of every slot."""
         flat, moments, velocities, steps = state["params"], state["moments"], state["velocities"], state["steps"]
-        x, targets = state["x"], state["targets"]
+        data = (state["x"], state["targets"], state["loss_parameters"])
 
         # the full mini-batches in a loop (one compiled body, whatever the epoch's length), then the short last one
         def body(batch, flat, moments, velocities, steps):
             rows = tf.slice(order, [0, batch * batch_size], [-1, batch_size])
-            return (batch + 1, *step(flat, moments, velocities, steps, x, targets, rows))
+            return (batch + 1, *step(flat, moments, velocities, steps, data, rows))
 
         if full_batches:  # a batch larger than the training set is one short batch
             _, flat, moments, velocities, steps = tf.while_loop(
@@ -111,7 +116,7 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
             )
         if last_batch:
             rows = order[:, full_batches * batch_size :]
-            flat, moments, velocities, steps = step(flat, moments, velocities, steps, x, targets, rows)
+            flat, moments, velocities, steps = step(flat, moments, velocities, steps, data, rows)
         val_logits = forward(pairs(flat), state["x_val"])
         val_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=state["y_val"], logits=val_logits)
         if validation_loss == "batch_mean":

@@ -8,10 +8,14 @@ is one row of stacked weights in `keras_ils.experiments.engine.vectorised.train_
 so the whole search is a few batched training calls instead of one
 `model.fit` per candidate. The engine trains every `keras_ils.methods` entry
 whose targets are fixed per example (`Method.engine`: No LS, LS, ILS1, ILS2,
-ILS, Dis, cLS), each candidate's targets made once by its entry's `targets`:
+ILS, Dis, cLS, and Focal, FLSD-53, MbLS, MMCE, MDCA on one-hot targets with
+their loss terms, `Method.engine_loss`), each candidate's targets made once
+by its entry's `targets`:
 
-1. the No LS teacher and every candidate needing no teacher (LS), and, with
-   `teacher_folds=k`, `k` cross-fitted teachers;
+1. the No LS teacher and every candidate needing no teacher (LS, the
+   calibration losses, these in a call of their own so that the others train
+   exactly as without them), and, with `teacher_folds=k`, `k` cross-fitted
+   teachers;
 2. the teacher's `T*` on the validation set (`keras_ils.calibration`'s
    robust fit) and its calibrated logits on the training set;
 3. every teacher-reading candidate (ILS1, ILS2, ILS, Dis, cLS) on those
@@ -420,20 +424,48 @@ def _targets(x, labels, teacher_logits, method, hyperparameters, num_classes):
     return np.asarray(entry.targets(one_hot, rows, **hyperparameters), np.float32)
 
 
-def _train_stage(train, validation, configs, teacher_logits, settings):
-    """Every model of `configs` on the training set, in one call of the trainer, all from the seed's weights."""
+def _train_stage(train, validation, configs, teacher_logits, settings) -> vectorised.TrainedMLPs:
+    """Every model of `configs` on the training set, all from the seed's weights: those trained with cross-entropy
+    against their targets in one call of the trainer, those whose loss has the engine's terms (`Method.engine_loss`:
+    focal, FLSD-53, MbLS, MMCE, MDCA) in another, so that the first train exactly as they would without the others."""
+    parameters = [methods.get(m).engine_parameters(train[2], **hp) for m, hp in configs]
+    trained = []
+    for rows in ([i for i, p in enumerate(parameters) if not p], [i for i, p in enumerate(parameters) if p]):
+        if rows:
+            chosen = [configs[i] for i in rows], [parameters[i] for i in rows]
+            trained.append((rows, _train_models(train, validation, *chosen, teacher_logits, settings)))
+    return trained[0][1] if len(trained) == 1 else _merged(trained, len(configs))
+
+
+def _merged(trained, count) -> vectorised.TrainedMLPs:
+    """One `TrainedMLPs` of `count` models from `[(rows, TrainedMLPs of those rows), ...]`."""
+    first = trained[0][1]
+    weights = [tuple(np.empty((count,) + w.shape[1:], w.dtype) for w in pair) for pair in first.weights]
+    fields = {name: np.empty(count, getattr(first, name).dtype) for name in ("best_val_loss", "best_epoch", "epochs")}
+    for rows, result in trained:
+        for (kernel, bias), (k, b) in zip(weights, result.weights, strict=True):
+            kernel[rows], bias[rows] = k, b
+        for name, values in fields.items():
+            values[rows] = getattr(result, name)
+    return vectorised.TrainedMLPs(weights, **fields)
+
+
+def _train_models(train, validation, configs, parameters, teacher_logits, settings) -> vectorised.TrainedMLPs:
+    """The models of `configs`, with their engine loss parameters, in one call of the trainer."""
     x, y, num_classes = train
     x_validation, y_validation = validation
     targets = np.stack([_targets(x, y, teacher_logits, m, hp, num_classes) for m, hp in configs])
     count = len(configs)
-    seeds = [settings.seed] * count
+    names = dict.fromkeys(name for values in parameters for name in values)
+    loss_parameters = {name: [values.get(name, 0.0) for values in parameters] for name in names}
     return vectorised.train_mlps(
         np.broadcast_to(x, (count,) + x.shape),
         targets,
         np.broadcast_to(x_validation, (count,) + x_validation.shape),
         np.broadcast_to(y_validation, (count,) + y_validation.shape),
-        seeds=seeds,
+        seeds=[settings.seed] * count,
         training=settings.training,
+        loss_parameters=loss_parameters or None,
     )
 
 
