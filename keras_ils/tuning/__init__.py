@@ -1,4 +1,4 @@
-"""KerasTuner searches over the ILS hyperparameters (P1, P2, T) and the LS smoothing factor.
+"""KerasTuner searches over the hyperparameters of ILS (P1, P2, T), LS (epsilon) and the calibration losses.
 
 The hyperparameters live in the loss, so a trial changes only `ILSLoss(...)`:
 the teacher's cached logits travel inside the training targets
@@ -18,8 +18,9 @@ at its best epoch (`OBJECTIVE`, the `val_nll` that
 `keras_ils.metrics.NegativeLogLikelihood` logs): `val_loss` would be the
 smoothed loss for LS.
 
-The searched methods and their grids (the paper's, §5 and appendix A) are `keras_ils.methods`' registry:
-any tunable entry, yours included, can be searched.
+The searched methods and their grids (the paper's, §5 and appendix A; the calibration losses' authors') are
+`keras_ils.methods`' registry: any tunable entry, yours included, can be searched. A method whose loss needs a
+callback (OLS) gets it in every trial.
 """
 
 from keras_ils.methods import make_search_space

@@ -44,7 +44,9 @@ class ILSHyperModel(keras_tuner.HyperModel):
     (`keras_ils.methods.get(method).loss(num_classes, **values)`). Train on
     data from `keras_ils.data.with_teacher_targets` (the cached, calibrated
     teacher) and validate on hard labels. `fit` adds early stopping on the
-    objective (best epoch restored) unless you pass an `EarlyStopping`.
+    objective (best epoch restored) unless you pass an `EarlyStopping`,
+    and the callbacks the method's loss needs (`Method.training_callbacks`:
+    OLS's `OnlineLabelSmoothingCallback`).
 
     Reproducible trials: pass the training data to `tuner.search` as a
     zero-argument function that makes the dataset (`lambda:
@@ -64,8 +66,9 @@ class ILSHyperModel(keras_tuner.HyperModel):
         build_model: `hp -> compiled keras.Model` with `num_classes` logits.
         num_classes: the class count `K` of the data.
         method: a tunable id of the `keras_ils.methods` registry
-            (`methods.ids(tunable=True)`: `"ls"`, `"ils1"`, `"ils2"`, `"ils"`
-            and any you register). Defaults to `"ils"`.
+            (`methods.ids(tunable=True)`: `"ls"`, `"ils1"`, `"ils2"`, `"ils"`,
+            the calibration losses `"focal"`, `"mbls"`, `"mmce"`, `"mdca"`,
+            `"ols"`, and any you register). Defaults to `"ils"`.
         search_space: `"paper"`, `"synthetic"` or a dict, see
             `keras_ils.methods.make_search_space`.
             Defaults to `"paper"`.
@@ -172,7 +175,7 @@ class ILSHyperModel(keras_tuner.HyperModel):
             )
 
     def fit(self, hp, model, *args, callbacks=None, **kwargs):
-        callbacks = list(callbacks or [])
+        callbacks = [*(callbacks or []), *methods.get(self.method).training_callbacks(model.loss)]  # OLS's update
         if self.patience is not None and not any(isinstance(c, keras.callbacks.EarlyStopping) for c in callbacks):
             callbacks.append(
                 keras.callbacks.EarlyStopping(

@@ -228,6 +228,19 @@ class TestSearch:
         )
         assert len(history.history["val_nll"]) - 1 - int(np.argmin(history.history["val_nll"])) == 1
 
+    def test_an_ols_trial_gets_the_callback_that_updates_its_soft_labels(self, synthetic):
+        """OLS's loss learns its soft labels only through `OnlineLabelSmoothingCallback`; the hypermodel adds it."""
+        splits, train, validation, _ = synthetic
+        hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ols", search_space={"alpha": [0.5]}, patience=None)
+        hp = keras_tuner.HyperParameters()
+        model = hypermodel.build(hp)
+        np.testing.assert_allclose(model.loss.soft_labels.numpy(), np.full((3, 3), 1 / 3))
+        hypermodel.fit(hp, model, train, validation_data=validation, epochs=2, verbose=0)
+        soft_labels = model.loss.soft_labels.numpy()
+        # each row is the mean prediction on that class's correctly classified examples: its own class first
+        np.testing.assert_allclose(soft_labels.sum(axis=1), 1.0, rtol=1e-5)
+        assert np.all(np.diag(soft_labels) > 0.35) and np.all(soft_labels.argmax(axis=1) == np.arange(3))  # not 1/3
+
     def test_a_trial_traces_its_train_step_once_not_per_epoch(self, synthetic):
         splits, train, validation, _ = synthetic  # 150 examples in batches of 32: the last batch is partial
         hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ils", patience=None)

@@ -1,12 +1,14 @@
 """`run` on a plain MLP on vectors: every candidate at once by the vectorised engine, the rest by `model.fit`.
 
 The methods whose targets are fixed per example (`keras_ils.methods.Method.engine`:
-No LS, LS, ILS1, ILS2, ILS, Dis, cLS) train all their candidates side by
-side in `keras_ils.experiments.engine.students.search_students`. The others
-(BS_Soft and Beta, whose targets depend on the student) train by
+No LS, LS, ILS1, ILS2, ILS, Dis, cLS, and the calibration losses Focal,
+FLSD-53, MbLS, MMCE, MDCA, whose loss terms the engine computes) train all
+their candidates side by side in
+`keras_ils.experiments.engine.students.search_students`. The others
+(BS_Soft, Beta and OLS, whose targets depend on the student) train by
 `model.fit` from the same seed's initial weights, after the engine, with
 the values they borrow taken from the engine's choices; one with several
-candidates of its own is searched by KerasTuner (`keras_path.train_student`).
+candidates of its own (OLS) is searched by KerasTuner (`keras_path.train_student`).
 """
 
 from __future__ import annotations
@@ -140,7 +142,9 @@ def record_engine_method(setup: Setup, report: Report, found, method: str, valid
             "candidates": count,
             "search_val_nll": float((found.val_nll_scaled if temps else found.val_nll)[index]),
         }
-        hyperparameters, model = found.candidates[index][1], found.keras_model(index)
+        # the fixed settings and derived values beside the tuned ones, as the keras path reports them (MbLS's alpha)
+        hyperparameters = methods.get(method).reported(setup.splits.num_classes, **found.candidates[index][1])
+        model = found.keras_model(index)
         if not temps:
             report.record(name, None, model, hyperparameters, **extra)
             chosen = (model, hyperparameters, extra)

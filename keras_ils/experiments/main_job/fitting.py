@@ -141,7 +141,9 @@ def student_setup(setup: Setup, method: str, teacher_logits, values: dict) -> tu
     used = {name: values[name] for name in (*entry.hyperparameters, *entry.borrows)}
     num_classes = setup.splits.num_classes
     train_set = TRAINING_SETS[entry.teacher](setup.splits, teacher_logits)
-    return entry.loss(num_classes, **used), train_set, entry.reported(num_classes, **used)
+    with setup.config.strategy.scope():  # a loss with variables (OLS's soft labels) is the strategy's, as the model
+        loss = entry.loss(num_classes, **used)
+    return loss, train_set, entry.reported(num_classes, **used)
 
 
 def scaled(model, temperature):
@@ -199,7 +201,9 @@ def compiled_model(setup: Setup, loss=None):
     return model
 
 
-def train_model(splits, model_name: str, loss, train_set, *, recipe=None, seed: int = 0, strategy=None, verbose=0):
+def train_model(
+    splits, model_name: str, loss, train_set, *, recipe=None, seed: int = 0, strategy=None, verbose=0, callbacks=()
+):
     """One network trained as `run` trains each student: `model_name`'s recipe, early stopping on validation NLL.
 
     Args:
@@ -212,12 +216,14 @@ def train_model(splits, model_name: str, loss, train_set, *, recipe=None, seed: 
         seed: seeds the initial weights and the shuffling.
         strategy: a `tf.distribute` strategy; defaults to the current one.
         verbose: Keras `fit` verbosity.
+        callbacks: further Keras callbacks, e.g. those the loss needs
+            (`keras_ils.methods.get("ols").training_callbacks(loss)`).
 
     Returns:
         The compiled, trained Keras model (logits out), at its best validation epoch.
     """
     config = RunConfig(model_name, recipe=recipe, strategy=strategy, seed=seed, verbose=verbose)
-    return fit_network(Setup.make(splits, config), loss, train_set)
+    return fit_network(Setup.make(splits, config), loss, train_set, callbacks)
 
 
 def fit_network(setup: Setup, loss, train_set, callbacks=()):
@@ -225,7 +231,10 @@ def fit_network(setup: Setup, loss, train_set, callbacks=()):
 
     Every student and teacher of `run` and `tune` outside a KerasTuner search
     is trained here: the recipe's optimizer, batches and schedule, early
-    stopping on the validation NLL with the best epoch restored.
+    stopping on the validation NLL with the best epoch restored. `callbacks`
+    are added to those; a registered method's loss comes with the ones it
+    needs (`keras_ils.methods.Method.training_callbacks`, e.g. OLS's
+    `OnlineLabelSmoothingCallback`), which its caller passes here.
 
     Returns:
         The compiled, trained Keras model (logits out).

@@ -155,8 +155,10 @@ def train_student(students: Students, method: str, values: dict) -> tuple:
 
 
 def _single_fit(students, method, loss, train_set, used, callbacks):
-    """A student of one `model.fit`: kept in (and reloaded from) the search directory when `students.keep`."""
+    """A student of one `model.fit`: kept in (and reloaded from) the search directory when `students.keep`; the
+    callbacks its method's loss needs (`Method.training_callbacks`: OLS's) added."""
     setup = students.setup
+    callbacks = [*callbacks, *methods.get(method).training_callbacks(loss)]
     if not students.keep:
         return fitting.fit_network(setup, loss, train_set, callbacks)
     settings = student_settings(setup, method, used, students.teacher_logits)
@@ -178,7 +180,8 @@ def teacher_stage(setup: Setup, report: Report, saved_at=None):
         teacher_scaled, fit = calibrated(teacher, setup, f"{entry.name} + TempS")
     else:
         fits = [report.progress.fits(f"{entry.name} (teacher)", 1)]
-        teacher = fitting.fit_network(setup, entry.loss(setup.splits.num_classes), setup.splits.train, fits)
+        loss = entry.loss(setup.splits.num_classes)
+        teacher = fitting.fit_network(setup, loss, setup.splits.train, [*fits, *entry.training_callbacks(loss)])
         teacher_scaled, fit = calibrated(teacher, setup, f"{entry.name} + TempS")
         if saved_at is not None:
             fitting.save_model(teacher_scaled, saved_at)
