@@ -86,26 +86,32 @@ def reliability_diagram(
 
 
 def comparison(curves: dict, scores: dict, path: str, *, title: str | None = None) -> str:
-    """Writes one figure comparing models: reliability curves overlaid, and bars of NLL, ECE and cwECE.
+    """Writes one figure comparing models: their reliability curves, one panel per calibrator, and their test scores.
 
-    Left panel: the models as trained; middle: the calibrated ones (names
-    with a `" + "`, e.g. `"ILS + TempS"`); each curve is top-label accuracy
-    against mean confidence over the non-empty bins of
-    `keras_ils.evaluation.top_label_bins`. A marker's area grows with the
-    points its bin holds, and bins of fewer than `SPARSE_BIN` points (per run)
-    are drawn faint and hollow and left out of the curve, as the figure says:
-    on a small test set their accuracies zig-zag with noise. Right: one group of bars per
-    score, one bar per model. With several runs per model (seeds), a curve
-    is the runs' pooled bins and a band spans the runs' accuracies per bin; a
-    bar is the runs' mean and its whisker their range. The PNG is written
-    atomically.
+    Left: a panel of the models as trained, then one panel per calibrator
+    (the part of a name after `" + "`, e.g. `"ILS + TempS"` is in the
+    "+ TempS" panel), one curve per model, coloured by the model (the part
+    before `" + "`) in every panel. A curve is top-label accuracy against
+    mean confidence over the non-empty bins of
+    `keras_ils.evaluation.top_label_bins`; a marker's area grows with the
+    points its bin holds, and bins of fewer than `SPARSE_BIN` points (per
+    run) are drawn faint and hollow and left out of the curve, as the figure
+    says: on a small test set their accuracies zig-zag with noise. Right: one
+    panel per score (the keys of `scores`' entries, e.g. NLL, ECE, smooth
+    ECE), one row per name, top to bottom in the order given, so that tens of
+    rows stay legible (the figure grows with them; a score spanning more
+    than a factor 10 is drawn on a log axis). With several runs per model
+    (seeds), a curve is the runs' pooled bins and a band spans the runs'
+    accuracies per bin; a score is the runs' mean and its whisker their
+    range. The PNG is written atomically.
 
     Args:
         curves: `{model name: (counts, correct_sums, confidence_sums)}`, as
             `keras_ils.evaluation.top_label_bins` returns them, or a list of
             those per model, one per run.
-        scores: `{model name: {"nll": ..., "ece": ..., "cwece": ...}}`, each
-            value a number or a list of numbers, one per run.
+        scores: `{model name: {score name: value}}` (e.g. `"nll"`, `"ece"`,
+            `"smooth_ece"`, `"cwece"`), each value a number or a list of
+            numbers, one per run; every model has the first model's scores.
         path: the `.png` to write.
         title: Defaults to none.
 
@@ -123,52 +129,110 @@ def comparison(curves: dict, scores: dict, path: str, *, title: str | None = Non
     >>> comparison(curves, values, path) == path
     True
     """
+    figure = _comparison_figure(curves, scores, title)
+    atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
+    return path
+
+
+def _comparison_figure(curves: dict, scores: dict, title: str | None):
+    """`comparison`'s figure, not yet saved."""
     from matplotlib.figure import Figure
 
     runs = {name: _runs(value) for name, value in curves.items()}
-    figure = Figure(figsize=(16, 4.8))
-    trained, calibrated, bars = figure.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 1.4]})
-    colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(n.split(" + ")[0] for n in curves))}
-    for axis, calibrated_panel in ((trained, False), (calibrated, True)):
-        for name, bins in runs.items():
-            if (" + " in name) != calibrated_panel:
-                continue
-            _reliability_curve(axis, bins, name, colours[name.split(" + ")[0]])
-        axis.plot([0, 1], [0, 1], "k--", linewidth=1)
-        axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy")
-        axis.set_title("calibrated after training" if calibrated_panel else "as trained")
-        axis.text(0.98, 0.02, _BIN_NOTE, transform=axis.transAxes, fontsize=7, ha="right", va="bottom", color="0.3")
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize=7, loc="upper left")
+    panels = list(dict.fromkeys(["", *(_calibrator(name) for name in runs)]))
+    metrics = list(next(iter(scores.values()))) if scores else []
+    rows_height = 1.4 + _ROW_HEIGHT * len(scores)  # the score panels' height
+    # as many lines of reliability panels as the score panels' height holds, at most _PANELS_PER_LINE a line
+    columns = min(len(panels), _PANELS_PER_LINE, -(-len(panels) // max(1, int(rows_height // 3.9))))
+    lines = -(-len(panels) // columns)
+    height = max(4.8, 3.9 * lines, rows_height)
+    figure = Figure(figsize=(3.9 * columns + 1.6 + 1.9 * len(metrics), height), layout="constrained")
+    left, right = figure.subfigures(1, 2, width_ratios=[3.9 * columns, 1.6 + 1.9 * len(metrics)])
+    colours = _colours(dict.fromkeys(name.split(" + ")[0] for name in [*runs, *scores]))
+    _reliability_panels(left, runs, panels, columns, colours)
+    if metrics:
+        _score_panels(right, scores, metrics, colours)
     seeds = max(len(bins) for bins in runs.values())
-    names = list(scores)
-    metrics = ("nll", "ece", "cwece")
-    width = 0.8 / max(len(names), 1)
-    for i, name in enumerate(names):
-        values = np.array([np.atleast_1d(scores[name][metric]) for metric in metrics], dtype=np.float64)
-        heights = values.mean(axis=1)
-        whiskers = np.stack([heights - values.min(axis=1), values.max(axis=1) - heights]) if seeds > 1 else None
-        bars.bar(
-            np.arange(len(metrics)) + i * width,
-            heights,
-            width=width,
-            yerr=whiskers,
-            error_kw={"linewidth": 0.8},
-            color=colours[name.split(" + ")[0]],
-            hatch="//" if " + " in name else None,
-            edgecolor="white",
-            label=name,
-        )
-    bars.set_xticks(np.arange(len(metrics)) + 0.4 - width / 2, ["NLL", "ECE", "cwECE"])
-    bars.set_yscale("log")
-    bars.set_title("test scores (lower is better; hatched: calibrated)")
-    bars.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         spread = f" ({seeds} seeds: pooled curves and mean scores; bands and whiskers span the seeds)"
         figure.suptitle(title + (spread if seeds > 1 else ""))
-    figure.tight_layout()
-    atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=100))
-    return path
+    return figure
+
+
+_PANELS_PER_LINE = 4  # comparison(): reliability panels side by side before a new line of them
+_ROW_HEIGHT = 0.17  # comparison(): inches per row of the score panels
+_SCORE_NAMES = {"nll": "NLL", "ece": "ECE", "cwece": "cwECE", "smooth_ece": "smooth ECE", "accuracy": "accuracy"}
+_MARKERS = "os^Dv<>pP*Xh"  # comparison(): as trained, then one per calibrator
+
+
+def _calibrator(name: str) -> str:
+    """The calibrator of a row name (`"ILS + TempS"` -> `"TempS"`), `""` for a model as trained."""
+    return name.split(" + ", 1)[1] if " + " in name else ""
+
+
+def _colours(models) -> dict:
+    """One colour per model: matplotlib's ten default colours, or tab20's twenty for more models."""
+    from matplotlib import colormaps
+
+    palette = [f"C{i}" for i in range(10)] if len(models) <= 10 else list(colormaps["tab20"].colors)
+    return {name: palette[i % len(palette)] for i, name in enumerate(models)}
+
+
+def _reliability_panels(figure, runs, panels, columns, colours):
+    """One reliability panel per calibrator (`""`: as trained), each model's curve in its colour."""
+    axes = np.atleast_1d(figure.subplots(-(-len(panels) // columns), columns, squeeze=False)).ravel()
+    for axis, panel in zip(axes, panels, strict=False):
+        for name, bins in runs.items():
+            if _calibrator(name) == panel:
+                _reliability_curve(axis, bins, name.split(" + ")[0], colours[name.split(" + ")[0]])
+        axis.plot([0, 1], [0, 1], "k--", linewidth=1)
+        axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy")
+        axis.set_box_aspect(1)
+        axis.set_title(f"+ {panel}" if panel else "as trained")
+        axis.text(0.98, 0.02, _BIN_NOTE, transform=axis.transAxes, fontsize=6, ha="right", va="bottom", color="0.3")
+    labelled = [axis for axis in axes[: len(panels)] if axis.get_legend_handles_labels()[0]]
+    if labelled:  # the models' colours, once: the same in every panel
+        count = len(labelled[0].get_legend_handles_labels()[0])
+        labelled[0].legend(fontsize=6, loc="upper left", ncol=1 if count <= 8 else 2)
+    for axis in axes[len(panels) :]:
+        axis.set_visible(False)
+
+
+def _score_panels(figure, scores, metrics, colours):
+    """One dot panel per score: a row per name, its colour the model's, its marker the calibrator's, whiskers
+    spanning the runs."""
+    names = list(scores)
+    markers = {p: _MARKERS[i % len(_MARKERS)] for i, p in enumerate(dict.fromkeys(["", *map(_calibrator, names)]))}
+    axes = np.atleast_1d(figure.subplots(1, len(metrics), sharey=True, squeeze=False)).ravel()
+    rows = np.arange(len(names))
+    for axis, metric in zip(axes, metrics, strict=True):
+        values = [np.atleast_1d(np.asarray(scores[name][metric], dtype=np.float64)) for name in names]
+        means = np.array([v.mean() for v in values])
+        for row, name, value in zip(rows, names, values, strict=True):
+            colour, marker = colours[name.split(" + ")[0]], markers[_calibrator(name)]
+            if len(value) > 1:
+                axis.plot([value.min(), value.max()], [row, row], color=colour, linewidth=0.8)
+            hollow = _calibrator(name) != ""
+            axis.scatter(means[row], row, marker=marker, s=22, color=colour, facecolors="white" if hollow else colour)
+        finite = np.concatenate(values)
+        if np.all(finite > 0) and finite.max() > 10 * finite.min():
+            axis.set_xscale("log")
+        axis.set_title(_SCORE_NAMES.get(metric, metric), fontsize=9)
+        axis.grid(axis="x", alpha=0.3)
+        _shade_groups(axis, names)
+    axes[0].set_yticks(rows, names, fontsize=7 if len(names) <= 40 else 6)
+    axes[0].set_ylim(len(names) - 0.5, -0.5)
+    figure.suptitle("test scores (lower is better; hollow: calibrated)", fontsize=9)
+
+
+def _shade_groups(axis, names):
+    """Every other model's rows (a model and its calibrated rows) on a faint band, so a row reads across."""
+    groups = [name.split(" + ")[0] for name in names]
+    starts = [i for i in range(len(groups)) if i == 0 or groups[i] != groups[i - 1]]
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else len(groups)
+        if k % 2:
+            axis.axhspan(start - 0.5, end - 0.5, color="0.93", zorder=0)
 
 
 def _runs(bins) -> list:
@@ -184,11 +248,10 @@ def _reliability_curve(axis, runs, name, colour):
     counts, correct, confidence = (np.sum(part, axis=0) for part in zip(*runs, strict=True))
     kept = counts > 0
     x, y, per_run = confidence[kept] / counts[kept], correct[kept] / counts[kept], counts[kept] / len(runs)
-    style = "-" if name.endswith("TempS") or " + " not in name else ":"
     sizes = 4 + 60 * np.sqrt(per_run / per_run.max())
     solid = per_run >= SPARSE_BIN
     line = solid if solid.any() else np.ones_like(solid)  # the curve joins the bins that hold enough points
-    axis.plot(x[line], y[line], linestyle=style, color=colour, alpha=0.6, label=name)
+    axis.plot(x[line], y[line], color=colour, alpha=0.6, label=name)
     axis.scatter(x[solid], y[solid], s=sizes[solid], color=colour, zorder=3)
     axis.scatter(x[~solid], y[~solid], s=sizes[~solid], facecolors="none", edgecolors=colour, alpha=0.35, zorder=3)
     if len(runs) > 1:

@@ -54,8 +54,43 @@ def test_comparison_png(tmp_path):
     scores = {name: {"nll": 0.5, "ece": 0.05, "cwece": 0.03} for name in curves}
     path = plots.comparison(curves, scores, str(tmp_path / "c.png"), title="t")
     image = matplotlib.image.imread(path)
-    assert image.shape[0] == 480 and image.shape[1] == 1600  # 16 x 4.8 inches at 100 dpi
+    # three reliability panels (as trained, + TempS, + Dir) of 3.9 in, 1.6 in of row names, three scores of 1.9 in
+    assert image.shape[:2] == (480, 1900)
     assert os.listdir(tmp_path) == ["c.png"]  # written atomically: no temporary file left
+
+
+def _titles(figure):
+    return [axis.get_title() for axis in figure.axes if axis.get_visible()]
+
+
+def test_comparison_has_a_panel_per_calibrator_and_a_row_per_name():
+    counts, correct, confidence = np.array([0.0, 50.0]), np.array([0.0, 40.0]), np.array([0.0, 45.0])
+    models = ["No LS", "LS", "ILS"]
+    names = [m + suffix for m in models for suffix in ("", " + TempS", " + Histogram", " + Isotonic", " + Ensemble TS")]
+    curves = {name: (counts, correct, confidence) for name in names}
+    scores = {name: {"nll": 1.0 + i, "ece": 0.01 * (i + 1), "smooth_ece": 0.02} for i, name in enumerate(names)}
+    figure = plots._comparison_figure(curves, scores, "t")
+    reliability = ["as trained", "+ TempS", "+ Histogram", "+ Isotonic", "+ Ensemble TS"]
+    assert _titles(figure) == [*reliability, "NLL", "ECE", "smooth ECE"]
+    by_title = {axis.get_title(): axis for axis in figure.axes}
+    assert [len(by_title[title].lines) for title in reliability] == [4] * 5  # three curves and the diagonal each
+    assert [t.get_text() for t in by_title["NLL"].get_yticklabels()] == names  # top to bottom in the order given
+    for metric, title in (("nll", "NLL"), ("ece", "ECE")):
+        dots = np.concatenate([c.get_offsets() for c in by_title[title].collections if len(c.get_offsets())])
+        np.testing.assert_allclose(dots[:, 0], [scores[n][metric] for n in names])
+        np.testing.assert_allclose(dots[:, 1], np.arange(len(names)))
+    assert by_title["NLL"].get_xscale() == "log" and by_title["smooth ECE"].get_xscale() == "linear"  # 1..15 vs flat
+    # 15 rows: the panels fill two lines of three; the score column is as tall
+    assert figure.get_size_inches()[1] == max(2 * 3.9, 1.4 + plots._ROW_HEIGHT * 15)
+
+
+def test_comparison_grows_with_the_rows_to_keep_them_legible():
+    bins = (np.array([10.0]), np.array([8.0]), np.array([9.0]))
+    names = [f"M{m}" + suffix for m in range(15) for suffix in ("", " + TempS", " + VS", " + Isotonic")]
+    figure = plots._comparison_figure({n: bins for n in names}, {n: {"nll": 1.0} for n in names}, None)
+    height = figure.get_size_inches()[1]
+    assert height == 1.4 + plots._ROW_HEIGHT * 60  # about 0.17 in (17 px at 100 dpi) per row
+    assert len(set(plots._colours([f"M{m}" for m in range(15)]).values())) == 15  # tab20 beyond ten models
 
 
 def test_comparison_with_seeds_pools_the_curves_and_bands_their_range(tmp_path):
@@ -79,7 +114,11 @@ def test_comparison_with_seeds_pools_the_curves_and_bands_their_range(tmp_path):
         assert np.isclose(at_x.min(), low) and np.isclose(at_x.max(), high)
     scores = {"ILS": {"nll": [0.5, 0.7], "ece": [0.02, 0.04], "cwece": [0.03, 0.01]}}
     path = plots.comparison({"ILS": runs}, scores, str(tmp_path / "c.png"), title="t")
-    assert matplotlib.image.imread(path).shape[:2] == (480, 1600)
+    assert matplotlib.image.imread(path).shape[:2] == (480, 1120)  # one reliability panel, three scores
+    figure = plots._comparison_figure({"ILS": runs}, scores, "t")
+    nll = next(axis for axis in figure.axes if axis.get_title() == "NLL")
+    np.testing.assert_allclose(nll.lines[0].get_xdata(), [0.5, 0.7])  # the whisker spans the seeds
+    np.testing.assert_allclose(nll.collections[0].get_offsets(), [[0.6, 0.0]])  # the dot is their mean
 
 
 def test_comparison_draws_sparse_bins_faint_and_hollow():

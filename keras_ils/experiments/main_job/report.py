@@ -78,7 +78,7 @@ class Report:
         preprocessing = self.splits.preprocessing
         results = {**header, "preprocessing": preprocessing, "rows": self.rows, "reliability_bins": bins}
         result_files.write(results, self.staging)
-        scores = {row["model"]: {c: row["all"][c] for c in ("nll", "ece", "cwece")} for row in self.rows}
+        scores = {row["model"]: {c: row["all"][c] for c in result_files.FIGURE_SCORES} for row in self.rows}
         title = f"{header['dataset']} / {header['model']}"
         plots.comparison(self.curves, scores, os.path.join(self.staging, "comparison.png"), title=title)
         return results

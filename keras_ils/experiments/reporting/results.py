@@ -15,7 +15,9 @@ import os
 
 from keras_ils import evaluation
 
-__all__ = ["format_table", "write", "write_csv"]
+__all__ = ["FIGURE_SCORES", "format_table", "write", "write_csv"]
+
+FIGURE_SCORES = ("nll", "ece", "smooth_ece", "cwece")  # the scores comparison.png draws, in its panels' order
 
 
 def write(results: dict, directory: str) -> None:
@@ -43,26 +45,28 @@ def write_csv(rows: list, path: str) -> None:
 
 def format_table(results: dict) -> str:
     """The comparison table printed by `keras-ils run`."""
-    groups = [
-        g for g in results["rows"][0] if isinstance(results["rows"][0][g], dict) and g not in ("all", "hyperparameters")
-    ]
-    header = f"{'model':<16}{'T':>7}{'T fit':>13}{'accuracy':>10}" + "".join(f"{'acc ' + g:>12}" for g in groups)
-    header += f"{'NLL':>9}{'ECE':>9}{'cwECE':>9}{'paper-cwECE':>13}  hyperparameters"
+    rows = results["rows"]
+    groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g not in ("all", "hyperparameters")]
+    width = max(16, *(len(row["model"]) + 2 for row in rows))
+    header = f"{'model':<{width}}{'T':>7}{'T fit':>13}{'accuracy':>10}" + "".join(f"{'acc ' + g:>12}" for g in groups)
+    header += f"{'NLL':>9}{'ECE':>9}{'smECE':>9}{'cwECE':>9}{'paper-cwECE':>13}  hyperparameters"
     lines = [
         f"{results['dataset']} / {results['model']}: teacher T* = {results['teacher_temperature']:.4f} "
         f"({results['teacher_temperature_status']}; {results['temperature_estimator']} fit on "
         f"{results['validation_examples']} validation examples)",
-        "cwECE = classwise-ECE (paper Eq. 2); paper-cwECE = the authors' code's variant printed in the paper",
+        "smECE = smooth ECE (Blasiok & Nakkiran 2023); cwECE = classwise-ECE (paper Eq. 2); paper-cwECE = the "
+        "authors' code's variant printed in the paper",
         header,
         "-" * len(header),
     ]
-    for row in results["rows"]:
+    for row in rows:
         a = row["all"]
         temperature = "-" if row["temperature"] is None else f"{row['temperature']:.3f}"
-        line = f"{row['model']:<16}{temperature:>7}{row['temperature_status'] or '-':>13}"
+        line = f"{row['model']:<{width}}{temperature:>7}{row['temperature_status'] or '-':>13}"
         line += f"{100 * a['accuracy']:>9.2f}%"
         line += "".join(f"{100 * row[g]['accuracy']:>11.2f}%" for g in groups)
-        line += f"{a['nll']:>9.4f}{a['ece']:>9.4f}{a['cwece']:>9.4f}{a['class_conditional_ece']:>13.4f}  "
+        line += "".join(f"{a[c]:>9.4f}" for c in ("nll", "ece", "smooth_ece", "cwece"))
+        line += f"{a['class_conditional_ece']:>13.4f}  "
         line += ", ".join(f"{k}={v:g}" for k, v in row["hyperparameters"].items())
         if row.get("candidates", 1) > 1:
             line += f" (best of {row['candidates']})"

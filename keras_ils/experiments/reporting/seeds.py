@@ -9,11 +9,12 @@ import numpy as np
 
 from keras_ils import plots
 from keras_ils._files import atomic_write
+from keras_ils.experiments.reporting.results import FIGURE_SCORES
 
 __all__ = ["SUMMARY_FILES", "SUMMARY_METRICS", "format_summary", "summarise_seeds"]
 
 SUMMARY_FILES = ("summary.json", "comparison.png")
-SUMMARY_METRICS = ("accuracy", "nll", "ece", "cwece")
+SUMMARY_METRICS = ("accuracy", "nll", "ece", "smooth_ece", "cwece")
 
 
 def summarise_seeds(results: list, output_dir: str) -> dict:
@@ -50,7 +51,7 @@ def summarise_seeds(results: list, output_dir: str) -> dict:
         name: [tuple(r["reliability_bins"][name][k] for k in ("counts", "correct", "confidence")) for r in results]
         for name in names
     }
-    scores = {row["model"]: {m: row[m]["values"] for m in ("nll", "ece", "cwece")} for row in rows}
+    scores = {row["model"]: {m: row[m]["values"] for m in FIGURE_SCORES} for row in rows}
     title = f"{summary['dataset']} / {summary['model']}"
     plots.comparison(curves, scores, os.path.join(output_dir, "comparison.png"), title=title)
     return summary
@@ -59,7 +60,9 @@ def summarise_seeds(results: list, output_dir: str) -> dict:
 def format_summary(summary: dict) -> str:
     """The table `keras-ils run --seeds N` prints: every row's mean ± standard deviation over the seeds."""
     seeds = summary["seeds"]
-    header = f"{'model':<16}" + "".join(f"{name:>20}" for name in ("accuracy", "NLL", "ECE", "cwECE"))
+    width = max(16, *(len(row["model"]) + 2 for row in summary["rows"]))
+    names = ("accuracy", "NLL", "ECE", "smooth ECE", "cwECE")
+    header = f"{'model':<{width}}" + "".join(f"{name:>20}" for name in names)
     lines = [
         f"{summary['dataset']} / {summary['model']}: mean ± standard deviation over {len(seeds)} seeds "
         f"({', '.join(map(str, seeds))})",
@@ -68,6 +71,6 @@ def format_summary(summary: dict) -> str:
     ]
     for row in summary["rows"]:
         cells = [f"{100 * row['accuracy']['mean']:.2f} ± {100 * row['accuracy']['std']:.2f}%"]
-        cells += [f"{row[m]['mean']:.4f} ± {row[m]['std']:.4f}" for m in ("nll", "ece", "cwece")]
-        lines.append(f"{row['model']:<16}" + "".join(f"{cell:>20}" for cell in cells))
+        cells += [f"{row[m]['mean']:.4f} ± {row[m]['std']:.4f}" for m in ("nll", "ece", "smooth_ece", "cwece")]
+        lines.append(f"{row['model']:<{width}}" + "".join(f"{cell:>20}" for cell in cells))
     return "\n".join(lines)
