@@ -25,6 +25,7 @@ EXAMPLES = """examples:
   keras-ils run                                  # the paper's synthetic task, MLP, tuned (under a minute on a CPU)
   keras-ils run --dataset tfds:cifar10 --model resnet110 --strategy mirrored
   keras-ils run --dataset my_data.npz --methods ls,ils --epochs 50
+  keras-ils run --dataset my_data.npz --methods all --calibrators all --seeds 5   # every method and calibrator, ranked
   keras-ils methods                              # the methods run --methods and tune --methods take
   keras-ils tune                                 # LS and ILS tuned on the synthetic appendix grids
   keras-ils tune --dataset tfds:cifar10 --model resnet110 --algorithm random --max-trials 20
@@ -35,7 +36,7 @@ EXAMPLES = """examples:
 # parsing imports no TensorFlow. The methods are checked against the registry after parsing (`_checked_methods`).
 RUN_METHODS = ("ls", "ils1", "ils2", "ils")  # run's default, the ILS family (config.DEFAULT_METHODS)
 TUNE_METHODS = ("ls", "ils")  # tune's default
-CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir")
+CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir", "histogram", "isotonic", "ensemble_temperature")  # config.CALIBRATORS
 SYNTHETIC_PRESETS = ("package", "authors")
 TEACHER_GRIDS = ("paper", "authors")
 SMOOTHING_MASSES = ("all_classes", "wrong_classes")
@@ -51,10 +52,13 @@ def _methods(text):
 
 
 def _calibrators(text):
+    """A comma-separated subset of `CALIBRATOR_NAMES` without duplicates, or `'all'` (every one of them)."""
     names = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
+    if names == ("all",):
+        return CALIBRATOR_NAMES
     if not names or any(c not in CALIBRATOR_NAMES for c in names):
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated subset of {','.join(CALIBRATOR_NAMES)}; got {text!r}"
+            f"expected 'all' or a comma-separated subset of {','.join(CALIBRATOR_NAMES)}; got {text!r}"
         )
     return names
 
@@ -181,9 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--calibrators",
         type=_calibrators,
         default=("ts",),
-        help="post-hoc calibrations of every model, comma-separated from ts (temperature scaling, always on), vs "
-        "(vector scaling), ms (matrix scaling, ODIR), dir (Dirichlet calibration, ODIR); each adds its rows, e.g. "
-        "'ILS + Dir' (default: ts)",
+        help=f"post-hoc calibrations of every model, fitted on the validation split: 'all', or comma-separated from "
+        f"{', '.join(CALIBRATOR_NAMES)} ('keras-ils methods' says what each is and names its rows); ts "
+        "(temperature scaling, the '+ TempS' rows) is always on, each other adds its rows, e.g. 'ILS + Dir', "
+        "'ILS + Isotonic' (default: ts)",
     )
     run.add_argument(
         "--teacher-folds",
@@ -198,8 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="N >= 2: the whole run for seeds --seed, --seed + 1, ... (each in OUTPUT_DIR/seedS/, its own split and "
-        "initialisation), then each row's mean ± standard deviation and a comparison.png drawing the spread "
-        "(default: 1)",
+        "initialisation), then each row's mean ± standard deviation and a comparison.png drawing the spread; N >= 3 "
+        "ends with the verdict: every row's average rank per metric (NLL, ECE, smooth ECE, accuracy), the Friedman "
+        "test, Nemenyi critical differences and which row is best and whether significantly (verdict.md, "
+        "verdict.json, cd_METRIC.png) (default: 1)",
     )
     run.add_argument("--output-dir", default=None, help="where results go (default: runs/DATASET-MODEL-seedN)")
 
@@ -250,10 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser(
         "methods",
-        help="list the methods run --methods and tune --methods take",
+        help="list the methods run --methods and tune --methods take, and the calibrators of run --calibrators",
         description="List the registered comparison methods: id (what --methods takes), name (their rows), the "
         "hyperparameters a search tunes, whether their targets read the teacher, and whether the vectorised engine "
-        "trains them (a plain MLP on vectors) or model.fit.",
+        "trains them (a plain MLP on vectors) or model.fit; then the post-hoc calibrators run --calibrators takes: "
+        "id, the suffix of their rows, and the calibration method and layer that fit them.",
     )
 
     benchmark = commands.add_parser(

@@ -227,24 +227,77 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_several_seeds_give_each_rows_mean_and_spread(tmp_path, capsys):
+def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp_path, capsys):
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 4))
+    y = (x[:, 0] > 0).astype(int) + (x[:, 1] > 0.4)
+    np.savez(tmp_path / "d.npz", x_train=x[:90], y_train=y[:90], x_test=x[90:], y_test=y[90:])
     out = tmp_path / "o"
-    argv = ["run", "--seeds", "2", "--seed", "3", "--epochs", "2", "--methods", "ls", "--no-tune"]
-    assert cli.main([*argv, "--output-dir", str(out)]) == 0
-    per_seed = [json.loads((out / f"seed{s}" / "results.json").read_text()) for s in (3, 4)]
+    argv = ["run", "--dataset", str(tmp_path / "d.npz"), "--seeds", "3", "--seed", "3", "--epochs", "1"]
+    argv += ["--methods", "ls", "--no-tune", "--output-dir", str(out)]  # the calibrators' rows: test_calibrator_rows
+    assert cli.main(argv) == 0
+    per_seed = [json.loads((out / f"seed{s}" / "results.json").read_text()) for s in (3, 4, 5)]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["seeds"] == [3, 4] and [r["seed"] for r in per_seed] == [3, 4]
-    assert [row["model"] for row in summary["rows"]] == ["No LS", "No LS + TempS", "LS", "LS + TempS"]
+    names = ["No LS", "No LS + TempS", "LS", "LS + TempS"]
+    assert summary["seeds"] == [3, 4, 5] and [r["seed"] for r in per_seed] == [3, 4, 5]
+    assert [row["model"] for row in summary["rows"]] == names
     for i, row in enumerate(summary["rows"]):
-        for metric in ("accuracy", "nll", "ece", "cwece"):
+        for metric in ("accuracy", "nll", "ece", "smooth_ece", "cwece"):
             values = np.array([r["rows"][i]["all"][metric] for r in per_seed])
             assert row[metric]["mean"] == pytest.approx(values.mean())
             assert row[metric]["std"] == pytest.approx(np.std(values, ddof=1))
     assert (out / "comparison.png").exists() and (out / "seed4" / "model_ls_plus_temps.keras").exists()
+    # the verdict: each metric's average rank over the seeds (scipy's ranks per seed, ties averaged) and Friedman
+    found = json.loads((out / "verdict.json").read_text())
+    assert found["seeds"] == [3, 4, 5] and list(found["metrics"]) == ["nll", "ece", "smooth_ece", "accuracy"]
+    for metric, sign in (("nll", 1), ("ece", 1), ("smooth_ece", 1), ("accuracy", -1)):
+        table = np.array([[sign * r["rows"][i]["all"][metric] for i in range(4)] for r in per_seed])
+        want = dict(zip(names, stats.rankdata(table, axis=1).mean(axis=0), strict=True))
+        assert found["metrics"][metric]["average_ranks"] == pytest.approx(want)
+        if np.ptp(table, axis=1).all():  # scipy's Friedman test needs some spread in every seed
+            friedman = stats.friedmanchisquare(*table.T).pvalue
+            assert found["metrics"][metric]["friedman_pvalue"] == pytest.approx(friedman, rel=1e-6)
+    assert sorted(p.name for p in out.glob("cd_*.png")) == [
+        f"cd_{m}.png" for m in ("accuracy", "ece", "nll", "smooth_ece")
+    ]
+    nll = found["metrics"]["nll"]["average_ranks"]
+    leaders = [name for name in names if np.isclose(nll[name], min(nll.values()))]
+    sentence = f"NLL: best is {leaders[0]} (average rank" if len(leaders) == 1 else f"NLL: {', '.join(leaders)} share"
+    assert sentence in (out / "verdict.md").read_text()
     printed = capsys.readouterr().out
-    assert "mean ± standard deviation over 2 seeds (3, 4)" in printed
-    nll = summary["rows"][2]["nll"]
-    assert f"{nll['mean']:.4f} ± {nll['std']:.4f}" in printed.splitlines()[-2]
+    assert "mean ± standard deviation over 3 seeds (3, 4, 5)" in printed
+    assert "Verdict (d.npz / mlp, seeds 3, 4, 5;" in printed and printed.rstrip().splitlines()[-4].startswith(sentence)
+
+
+def test_two_seeds_say_why_there_is_no_verdict(tmp_path, capsys, monkeypatch):
+    from keras_ils.experiments.main_job import pipeline
+
+    bins = {"counts": [0, 10], "correct": [0, 8], "confidence": [0, 9.0]}
+
+    def run(splits, config):  # two rows' results, as pipeline.run returns them, without training
+        scores = {name: 0.1 + config.seed for name in ("accuracy", "nll", "ece", "smooth_ece", "cwece")}
+        rows = [{"model": m, "temperature": 1.0, "temperature_status": None, "hyperparameters": {}, "all": scores}
+                for m in ("No LS", "No LS + TempS")]  # fmt: skip
+        header = dict(
+            dataset="synthetic", model="mlp", seed=config.seed, teacher_temperature=1.0, validation_examples=9
+        )
+        header.update(teacher_temperature_status="fitted", temperature_estimator="map")
+        return {**header, "rows": rows, "reliability_bins": {r["model"]: bins for r in rows}}
+
+    monkeypatch.setattr(pipeline, "run", run)
+    monkeypatch.setattr(cli_reporting_results(), "format_table", lambda results: "table")
+    assert cli.main(["run", "--seeds", "2", "--output-dir", str(tmp_path / "o")]) == 0
+    printed = capsys.readouterr().out.rstrip().splitlines()
+    assert printed[-1].startswith("No verdict: ranking the rows needs at least 3 seeds (--seeds 3 or more); with 2")
+    assert not (tmp_path / "o" / "verdict.json").exists() and (tmp_path / "o" / "summary.json").exists()
+
+
+def cli_reporting_results():
+    from keras_ils.experiments.reporting import results
+
+    return results
 
 
 def test_several_seeds_cannot_share_a_teacher_cache(tmp_path, capsys):
@@ -272,6 +325,17 @@ def test_the_parsers_lists_are_the_main_jobs():
 
     assert cli.CALIBRATOR_NAMES == tuple(config.CALIBRATORS) and cli.RUN_METHODS == config.DEFAULT_METHODS
     assert cli.build_parser().parse_args(["run"]).methods == config.DEFAULT_METHODS
+    parse = cli.build_parser().parse_args
+    assert parse(["run", "--calibrators", "all"]).calibrators == tuple(config.CALIBRATORS)
+    assert parse(["run", "--calibrators", "isotonic,ts,isotonic"]).calibrators == ("isotonic", "ts")
+
+
+def test_unknown_calibrator_is_a_usage_error_naming_them_all(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--calibrators", "ts,platt"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "argument --calibrators: expected 'all' or a comma-separated subset of" in err
+    assert ",".join(cli.CALIBRATOR_NAMES) in err
 
 
 def test_the_parsers_synthetic_options_are_the_protocols():
@@ -623,7 +687,7 @@ def test_help_reads_as_user_help_ending_with_examples(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     lines = capsys.readouterr().out.rstrip().splitlines()
-    assert lines[-9] == "examples:" and lines[-1].startswith("  keras-ils benchmark paper --table 3")
+    assert lines[-10] == "examples:" and lines[-1].startswith("  keras-ils benchmark paper --table 3")
 
 
 @pytest.fixture
@@ -656,7 +720,7 @@ def test_methods_are_the_registrys_without_duplicates(tmp_path, captured_run):
     argv = ["run", "--output-dir", str(tmp_path / "o"), "--methods"]
     assert cli.main([*argv, "ils,ls,ils"]) == 2 and captured_run[-1].methods == ("ils", "ls")
     assert cli.main([*argv, "all"]) == 2 and captured_run[-1].methods == methods.ids(selectable=True)
-    assert captured_run[-1].methods == ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")
+    assert captured_run[-1].methods[:8] == ("dis", "cls", "bs_soft", "beta", "ls", "ils1", "ils2", "ils")  # the paper's
 
 
 def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path, capsys, monkeypatch):
@@ -682,3 +746,16 @@ def test_the_methods_command_lists_the_registry(capsys):
         assert entry.name in rows[method_id] and all(name in rows[method_id] for name in entry.hyperparameters)
     assert "takes LS's epsilon" in rows["cls"] and rows["bs_soft"].endswith("model.fit")
     assert "always run" in rows["none"] and "engine or model.fit" in rows["ils"]
+
+
+def test_the_methods_command_lists_the_calibrators(capsys):
+    from keras_ils.calibration import LAYERS
+    from keras_ils.experiments.main_job import config
+
+    assert cli.main(["methods"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("calibrator ") :].splitlines()
+    rows = {line.split()[0]: line for line in table[1 : 1 + len(config.CALIBRATORS)]}
+    assert list(rows) == list(config.CALIBRATORS)
+    for key, (method, suffix) in config.CALIBRATORS.items():
+        assert f"+ {suffix}" in rows[key] and f" {method} " in rows[key] and rows[key].endswith(LAYERS[method].__name__)

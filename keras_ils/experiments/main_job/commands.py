@@ -86,6 +86,7 @@ def run(args) -> str:
     from keras_ils.experiments.main_job import pipeline
     from keras_ils.experiments.reporting import results as reporting_results
     from keras_ils.experiments.reporting import seeds as seeds_summary
+    from keras_ils.experiments.reporting import verdict
 
     if args.seeds > 1 and args.teacher_cache is not None:
         raise ValueError("--teacher-cache holds one teacher's logits; it cannot serve --seeds 2 or more.")
@@ -113,8 +114,17 @@ def run(args) -> str:
         print(f"Results written to {output_dir}/ ({_RESULT_FILES})")
         return reporting_results.format_table(results[0])
     summary = seeds_summary.summarise_seeds(results, output_dir)
-    print(f"Results written to {output_dir}/ (summary.json, comparison.png; seed*/: {_RESULT_FILES})")
-    return "\n\n".join([*(reporting_results.format_table(r) for r in results), seeds_summary.format_summary(summary)])
+    tables = [*(reporting_results.format_table(r) for r in results), seeds_summary.format_summary(summary)]
+    written = "summary.json, comparison.png"
+    if args.seeds >= verdict.MIN_SEEDS:
+        found = verdict.verdict(summary)
+        verdict.write_verdict(found, output_dir, summary)
+        tables.append(verdict.format_verdict(found, summary))
+        written += ", " + ", ".join(verdict.VERDICT_FILES).replace("*", "METRIC")
+    else:
+        tables.append(verdict.no_verdict(args.seeds))
+    print(f"Results written to {output_dir}/ ({written}; seed*/: {_RESULT_FILES})")
+    return "\n\n".join(tables)
 
 
 def tune(args) -> str:
@@ -142,8 +152,28 @@ def tune(args) -> str:
     return "\n".join(lines)
 
 
+def _columns(rows) -> list:
+    """Rows of cells as lines of left-aligned columns."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _calibrators_table() -> list:
+    """The calibrators `run --calibrators` takes (`config.CALIBRATORS`), with their rows' suffix and layer."""
+    from keras_ils.calibration import LAYERS
+    from keras_ils.experiments.main_job.config import CALIBRATORS
+
+    rows = [("calibrator", "rows", "keras_ils.calibrate method", "layer")]
+    rows += [(key, f"+ {suffix}", method, LAYERS[method].__name__) for key, (method, suffix) in CALIBRATORS.items()]
+    note = (
+        "run --calibrators takes these ids ('all': all of them); 'ts' is always on. Each is fitted on the "
+        "validation split of every model."
+    )
+    return [*_columns(rows), "", note]
+
+
 def methods(args) -> str:
-    """The registry as a table: what `--methods` takes."""
+    """The registry as a table: what `--methods` takes; then the calibrators `--calibrators` takes."""
     from keras_ils import methods
 
     rows = [("id", "name", "tuned hyperparameters", "reads a teacher", "trained by")]
@@ -154,13 +184,11 @@ def methods(args) -> str:
         teacher = {None: "no", "calibrated": "yes", "class_similarity": "class similarity"}[entry.teacher]
         trained = "engine or model.fit" if entry.engine else "model.fit"
         rows.append((method_id, entry.name, tuned, teacher, trained + (" (always run)" if entry.always_run else "")))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     note = (
         "run --methods takes every id but the always-run teacher ('all': all of them); tune --methods those with "
         "tuned hyperparameters. 'engine': the vectorised engine trains it on a plain MLP on vectors."
     )
-    return "\n".join([*lines, "", note])
+    return "\n".join([*_columns(rows), "", note, "", *_calibrators_table()])
 
 
 def benchmark(args) -> str:

@@ -44,12 +44,16 @@ DEFAULT_HYPERPARAMETERS = {
 # a run's result set (replaced whole on re-runs): tables, figures, and every model as `.keras`
 RESULT_FILES = ("results.json", "results.csv", "reliability_*.png", "comparison.png", "model_*.keras")
 
-# `RunConfig.calibrators`: the post-hoc calibrations each model gets, as `keras_ils.calibrate` methods and row suffixes
+# `RunConfig.calibrators`: the post-hoc calibrations each model gets, as `keras_ils.calibrate` methods (the
+# calibration registry, `keras_ils.calibration.METHODS`) and row suffixes ("ILS + Isotonic")
 CALIBRATORS = {
     "ts": ("temperature", "TempS"),
     "vs": ("vector", "VS"),
     "ms": ("matrix", "MS"),
     "dir": ("dirichlet", "Dir"),
+    "histogram": ("histogram", "Histogram"),
+    "isotonic": ("isotonic", "Isotonic"),
+    "ensemble_temperature": ("ensemble_temperature", "Ensemble TS"),
 }
 
 SEARCHES = ("budget", "full")  # run's KerasTuner search for models the vectorised engine cannot train
@@ -103,7 +107,10 @@ class RunConfig:
         teacher_folds: `k >= 2` makes the targets from `k` cross-fitted
             teachers' out-of-fold logits (the vectorised engine only).
         calibrators: keys of `CALIBRATORS` (`"ts"` always gives the
-            "+ TempS" rows; `"vs"`, `"ms"`, `"dir"` add theirs). Defaults to `("ts",)`.
+            "+ TempS" rows; `"vs"`, `"ms"`, `"dir"`, `"histogram"`,
+            `"isotonic"`, `"ensemble_temperature"` add theirs: "+ VS",
+            "+ MS", "+ Dir", "+ Histogram", "+ Isotonic", "+ Ensemble TS").
+            Defaults to `("ts",)`.
         directory: the KerasTuner searches' directory (resumable). Defaults
             to `None`: `OUTPUT_DIR/search`.
         log: a function taking each line of progress (e.g. `print`), or
@@ -121,8 +128,8 @@ class RunConfig:
     >>> RunConfig("mlp", "runs/demo", methods=("mixup",))
     Traceback (most recent call last):
     ...
-    ValueError: Invalid value for argument `methods`. Expected some of ('dis', 'cls', 'bs_soft', 'beta', 'ls', 'ils1', \
-'ils2', 'ils'). Received: methods=('mixup',)
+    ValueError: Invalid value for argument `methods`. Expected some of ('dis', 'cls', ...). Received: \
+methods=('mixup',)
     """
 
     model_name: str | None = None
