@@ -1,6 +1,7 @@
 """The library and the experiment machinery are two parts: no library module imports `keras_ils.experiments`."""
 
 import ast
+import json
 import pathlib
 import subprocess
 import sys
@@ -27,28 +28,33 @@ def test_library_module_does_not_import_the_experiments(path):
     assert not imported, f"{path.name} imports {imported}"
 
 
-def test_importing_the_library_loads_no_experiment_module():
-    code = "import sys, keras_ils; print(sorted(m for m in sys.modules if m.startswith('keras_ils.experiments')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+# One interpreter (importing TensorFlow costs seconds) answers all three questions about `import keras_ils`.
+_IMPORT_PROBE = """
+import json, sys, keras
+before = set(sys.modules)
+import keras_ils
+added = sorted({m.split('.')[0] for m in set(sys.modules) - before})
+experiments = sorted(m for m in sys.modules if m.startswith('keras_ils.experiments'))
+keras_ils.tuning.GridSearch
+print(json.dumps({"added": added, "experiments": experiments, "tuner_on_use": 'keras_tuner' in sys.modules}))
+"""
 
 
-def _run_python(code: str) -> str:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+@pytest.fixture(scope="module")
+def bare_import():
+    """What a fresh `import keras_ils` (after `import keras`) loads, and what first use of `keras_ils.tuning` loads."""
+    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
-def test_importing_the_library_costs_what_importing_keras_costs():
+def test_importing_the_library_loads_no_experiment_module(bare_import):
+    assert bare_import["experiments"] == []
+
+
+def test_importing_the_library_costs_what_importing_keras_costs(bare_import):
     """`import keras_ils` loads none of KerasTuner, matplotlib, scipy or scikit-learn beyond what Keras loads."""
-    code = (
-        "import sys, keras\n"
-        "before = set(sys.modules)\n"
-        "import keras_ils\n"
-        "print(sorted({m.split('.')[0] for m in set(sys.modules) - before}))\n"
-    )
-    added = set(eval(_run_python(code).strip().splitlines()[-1]))
-    assert not added & {"keras_tuner", "matplotlib", "scipy", "sklearn"}, sorted(added)
-    code = "import sys, keras_ils\nkeras_ils.tuning.GridSearch\nprint('keras_tuner' in sys.modules)"
-    assert _run_python(code).strip().endswith("True")  # keras_ils.tuning loads on first use
+    assert not set(bare_import["added"]) & {"keras_tuner", "matplotlib", "scipy", "sklearn"}, bare_import["added"]
+    assert bare_import["tuner_on_use"]  # keras_ils.tuning loads on first use
 
 
 PUBLIC_MODULES = sorted(

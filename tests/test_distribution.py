@@ -38,7 +38,15 @@ def _setups(teacher):
     }
 
 
-@pytest.mark.parametrize("name", ["ils", "dis_cached", "beta", "bs_soft", "online_teacher", "distiller"])
+# ~10 s each on 2 cores: the default run trains ILS (targets attached to the data) and the OnlineTeacher wrapper (a
+# teacher inside the training step); `-m slow` the other losses and the distiller too
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ils", "online_teacher"] + [pytest.param(n, marks=_SLOW) for n in ("dis_cached", "beta", "bs_soft", "distiller")],
+)
 def test_fit_under_mirrored_strategy(name, mirrored_strategy):
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(64, 3)).astype("float32"), rng.integers(0, 3, 64).astype("int32")

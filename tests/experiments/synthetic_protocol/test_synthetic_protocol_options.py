@@ -170,6 +170,7 @@ def test_train_passes_the_engine_options(monkeypatch, weight_decay, validation_l
     assert list(keywords["seeds"]) == [3, 4]
 
 
+@pytest.mark.slow  # a whole quick protocol run (~20 s on 2 cores)
 def test_a_quick_run_records_its_options_table2_and_fig2():
     options = synthetic_protocol.ProtocolOptions(
         replicates=2, quick=True, n_test=40, epochs=3, batch_size=64, teacher_grid="authors"

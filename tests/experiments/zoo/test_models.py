@@ -212,10 +212,10 @@ def _one_step_trains(model, input_shape=(32, 32, 3), classes=10):
     "name, expected, published",
     [
         ("resnet20", _cifar_resnet(3, 10), 0.27e6),  # He et al. (2016), Table 6: 0.27M
-        ("resnet20b", _cifar_resnet(3, 10, projection=True), None),
+        pytest.param("resnet20b", _cifar_resnet(3, 10, projection=True), None, marks=pytest.mark.slow),
         # He et al. (2016), Table 6: 1.7M; its training step (14 s eagerly on 2 cores) is slow, its count is not
         pytest.param("resnet110", _cifar_resnet(18, 10), 1.7e6, marks=pytest.mark.slow),
-        ("densenet40", _densenet_bc(40, 10), None),
+        pytest.param("densenet40", _densenet_bc(40, 10), None, marks=pytest.mark.slow),
         ("alexnet", _alexnet(10), None),
     ],
 )
@@ -231,7 +231,8 @@ def test_parameter_count_and_one_training_step(name, expected, published):
 @pytest.mark.parametrize(
     "name, expected, published",
     [
-        ("densenet100", _densenet_bc(100, 10), 0.8e6),  # Huang et al. (2017), Table 2: DenseNet-BC k=12, 0.8M
+        # Huang et al. (2017), Table 2: DenseNet-BC k=12, 0.8M
+        pytest.param("densenet100", _densenet_bc(100, 10), 0.8e6, marks=pytest.mark.slow),
         ("resnet18", _four_stage_resnet((2, 2, 2, 2), False, 10), 11.2e6),  # kuangliu/pytorch-cifar: 11.2M
     ],
 )
@@ -252,7 +253,11 @@ HEAVY_NETWORKS = [
 ]
 
 
-@pytest.mark.parametrize("name, classes, expected, published", HEAVY_NETWORKS)
+@pytest.mark.parametrize(
+    "name, classes, expected, published",
+    # building one is 5-20 s on 2 cores: the default run builds the smallest, `-m slow` all of them
+    [HEAVY_NETWORKS[0]] + [pytest.param(*network, marks=pytest.mark.slow) for network in HEAVY_NETWORKS[1:]],
+)
 def test_heavy_networks_parameter_count(name, classes, expected, published):
     model = models.build(name, classes, (32, 32, 3), weight_decay=1e-4)  # building is seconds; training is not
     assert _trainable(model) == expected
@@ -355,6 +360,7 @@ class TestStochasticDepth:
         with pytest.raises(ValueError, match="Invalid value for argument `survival_probability`"):
             models.StochasticDepth(value)
 
+    @pytest.mark.slow  # a resnet's graph-mode training and .keras round trip (~10 s); test_config_round_trip is fast
     def test_resnet_trains_in_graph_mode_then_saves_and_loads_predicting_the_same(self, tmp_path):
         keras.utils.set_random_seed(0)
         model = models.build("resnet8sd", 3, (8, 8, 3), weight_decay=1e-4)
