@@ -271,13 +271,21 @@ def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp
     assert "Verdict (d.npz / mlp, seeds 3, 4, 5;" in printed and printed.rstrip().splitlines()[-4].startswith(sentence)
 
 
-def test_two_seeds_say_why_there_is_no_verdict(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(
+    "seeds, nll, line",
+    [
+        ("2", 0.5, "No verdict: ranking the rows needs at least 3 seeds (--seeds 3 or more); with 2"),
+        ("3", float("nan"), "No verdict: Invalid value for argument `summary`. Expected finite scores for every seed"),
+    ],
+)
+def test_without_a_verdict_the_last_line_says_why(tmp_path, capsys, monkeypatch, seeds, nll, line):
     from keras_ils.experiments.main_job import pipeline
 
     bins = {"counts": [0, 10], "correct": [0, 8], "confidence": [0, 9.0]}
 
     def run(splits, config):  # two rows' results, as pipeline.run returns them, without training
         scores = {name: 0.1 + config.seed for name in ("accuracy", "nll", "ece", "smooth_ece", "cwece")}
+        scores["nll"] = nll if config.seed == 1 else 0.5
         rows = [{"model": m, "temperature": 1.0, "temperature_status": None, "hyperparameters": {}, "all": scores}
                 for m in ("No LS", "No LS + TempS")]  # fmt: skip
         header = dict(
@@ -288,9 +296,8 @@ def test_two_seeds_say_why_there_is_no_verdict(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(pipeline, "run", run)
     monkeypatch.setattr(cli_reporting_results(), "format_table", lambda results: "table")
-    assert cli.main(["run", "--seeds", "2", "--output-dir", str(tmp_path / "o")]) == 0
-    printed = capsys.readouterr().out.rstrip().splitlines()
-    assert printed[-1].startswith("No verdict: ranking the rows needs at least 3 seeds (--seeds 3 or more); with 2")
+    assert cli.main(["run", "--seeds", seeds, "--output-dir", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith(line)
     assert not (tmp_path / "o" / "verdict.json").exists() and (tmp_path / "o" / "summary.json").exists()
 
 

@@ -116,13 +116,17 @@ def run(args) -> str:
     summary = seeds_summary.summarise_seeds(results, output_dir)
     tables = [*(reporting_results.format_table(r) for r in results), seeds_summary.format_summary(summary)]
     written = "summary.json, comparison.png"
-    if args.seeds >= verdict.MIN_SEEDS:
-        found = verdict.verdict(summary)
-        verdict.write_verdict(found, output_dir, summary)
-        tables.append(verdict.format_verdict(found, summary))
-        written += ", " + ", ".join(verdict.VERDICT_FILES).replace("*", "METRIC")
-    else:
+    if args.seeds < verdict.MIN_SEEDS:
         tables.append(verdict.no_verdict(args.seeds))
+    else:
+        try:
+            found = verdict.verdict(summary)
+        except ValueError as error:  # e.g. a score that is not finite: the seeds' results stand without a verdict
+            tables.append(f"No verdict: {error}")
+        else:
+            verdict.write_verdict(found, output_dir, summary)
+            tables.append(verdict.format_verdict(found, summary))
+            written += ", " + ", ".join(verdict.VERDICT_FILES).replace("*", "METRIC")
     print(f"Results written to {output_dir}/ ({written}; seed*/: {_RESULT_FILES})")
     return "\n\n".join(tables)
 
