@@ -17,7 +17,7 @@ import keras
 from keras_ils import methods, tuning
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job import fitting
-from keras_ils.experiments.main_job.budget import fixed_space, grid_size, planned_fits, search_cost
+from keras_ils.experiments.main_job.budget import fixed_space, grid_size, hyperband_epochs, planned_fits, search_cost
 from keras_ils.experiments.main_job.fitting import TRAINING_SETS, Setup, calibrated, student_setup
 from keras_ils.experiments.main_job.report import Report, record_calibrated, record_student
 from keras_ils.experiments.main_job.resume import same_search_settings, single_fit_student, student_settings
@@ -31,6 +31,7 @@ __all__ = [
     "lent_by",
     "run_keras",
     "search",
+    "search_algorithm",
     "search_order",
     "teacher_method",
     "teacher_stage",
@@ -117,6 +118,27 @@ def run_keras(setup: Setup, report: Report) -> dict:
     return dict(teacher_fit=teacher_fit, engine="keras-tuner", algorithm=spec.algorithm if tuned else None)
 
 
+def search_algorithm(space: dict, algorithm: str, max_epochs: int) -> str:
+    """The KerasTuner algorithm `run` searches `space` with: `algorithm`, except that a budgeted search (Hyperband)
+    of a grid that trains whole within Hyperband's own plan is the full grid.
+
+    KerasTuner's Hyperband ends once its first round has drawn every value of
+    the grid, so on a small grid it would pick among candidates trained only
+    for the first bracket's few epochs (3 of 500); the full grid trains each
+    to the end, in fewer epochs than Hyperband plans.
+
+    Example:
+
+    >>> search_algorithm({"alpha": (0.25, 0.5, 0.75)}, "hyperband", 500)   # 1,500 epochs; Hyperband plans 18,546
+    'grid'
+    >>> search_algorithm({name: tuple(range(5)) for name in ("p1", "p2", "temperature")}, "hyperband", 500)
+    'hyperband'
+    """
+    if algorithm == "hyperband" and grid_size(space) * max_epochs <= hyperband_epochs(max_epochs)[1]:
+        return "grid"
+    return algorithm
+
+
 def train_student(students: Students, method: str, values: dict) -> tuple:
     """One method's student: the best of its KerasTuner search when it has several candidates, else one `model.fit`.
 
@@ -132,15 +154,16 @@ def train_student(students: Students, method: str, values: dict) -> tuple:
     setup, entry = students.setup, methods.get(method)
     epochs = setup.config.recipe.epochs
     space = fixed_space(method, setup.config.search_space, setup.fixed)
-    fits = students.report.progress.fits(entry.name, planned_fits(space, students.spec.algorithm, epochs))
+    spec = dataclasses.replace(students.spec, algorithm=search_algorithm(space, students.spec.algorithm, epochs))
+    fits = students.report.progress.fits(entry.name, planned_fits(space, spec.algorithm, epochs))
     if grid_size(space) > 1:
         if setup.config.log:
-            setup.config.log(search_cost(method, space, students.spec.algorithm, epochs))
+            setup.config.log(search_cost(method, space, spec.algorithm, epochs))
         os.makedirs(students.spec.directory, exist_ok=True)
         same_search_settings(students.spec.directory, setup)  # a resumed search must be this run's
         train_set = TRAINING_SETS[entry.teacher](setup.splits, students.teacher_logits)
         borrowed = {name: values[name] for name in entry.borrows}
-        tuner = search(students.spec, method, space, train_set, [fits], borrowed)
+        tuner = search(spec, method, space, train_set, [fits], borrowed)
         best_trial = tuner.oracle.get_best_trials(1)[0]
         used = {name: best_trial.hyperparameters.get(name) for name in tuner.hypermodel.space}
         found = {"candidates": grid_size(space), "trials": len(tuner.oracle.trials), "search_val_nll": best_trial.score}

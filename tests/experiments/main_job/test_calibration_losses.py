@@ -27,19 +27,40 @@ REPORTED = {
 }
 
 
-def test_ols_through_the_keras_path_gets_its_callback_and_learns_its_soft_labels(tmp_path):
-    """A single-fit OLS student of `run` (as `--no-tune` trains it): its soft labels leave the uniform start."""
+def _students(tmp_path, config) -> keras_path.Students:
+    """What `run`'s `model.fit` students share, on the synthetic task, with an all-zero teacher."""
     splits = datasets.load_synthetic(seed=0, n_test=10)
-    setup = Setup.make(splits, RunConfig("mlp", str(tmp_path / "out"), methods=("ols",), tune=False, epochs=3))
+    setup = Setup.make(splits, config)
     labels = np.concatenate([y.numpy() for _, y in splits.train.batch(1000)])
     teacher = TeacherLogits(np.zeros((len(labels), 3), np.float32), labels.astype(np.int64), None)
-    spec = keras_path.SearchSpec(setup, "grid", None, str(tmp_path / "search"))
-    students = keras_path.Students(setup, Report(splits, str(tmp_path), Progress(1, verbose=1)), teacher, spec, False)
+    spec = keras_path.SearchSpec(setup, keras_path.ALGORITHMS[config.search], None, str(tmp_path / "search"))
+    return keras_path.Students(setup, Report(splits, str(tmp_path), Progress(1, verbose=1)), teacher, spec, False)
+
+
+def test_ols_through_the_keras_path_gets_its_callback_and_learns_its_soft_labels(tmp_path):
+    """A single-fit OLS student of `run` (as `--no-tune` trains it): its soft labels leave the uniform start."""
+    students = _students(tmp_path, RunConfig("mlp", str(tmp_path / "out"), methods=("ols",), tune=False, epochs=3))
+    setup = students.setup
     student, used, found = keras_path.train_student(students, "ols", dict(setup.fixed))
     assert used == {"alpha": 0.25} and found == {}  # the grid's first value, one fit
     soft_labels = student.loss.soft_labels.numpy()
     np.testing.assert_allclose(soft_labels.sum(axis=1), 1.0, rtol=1e-5)
     assert np.abs(soft_labels - 1 / 3).max() > 0.02 and np.all(soft_labels.argmax(axis=1) == np.arange(3))
+
+
+def test_a_budgeted_search_of_a_small_grid_is_the_full_grid(tmp_path, monkeypatch):
+    """KerasTuner's Hyperband stops once its first round has drawn the 3 values of OLS's grid, each trained 3 of 500
+    epochs; `run --search budget` searches such a grid whole (3 x 500 epochs, fewer than Hyperband's plan)."""
+    searched, logged = [], []
+    monkeypatch.setattr(keras_path, "search", lambda spec, method, *args: searched.append(spec.algorithm) or 1 / 0)
+    students = _students(tmp_path, RunConfig("mlp", str(tmp_path / "out"), methods=("ols", "ils"), log=logged.append))
+    setup = students.setup
+    assert setup.config.search == "budget" and setup.config.recipe.epochs == 500
+    for method in ("ols", "ils"):
+        with pytest.raises(ZeroDivisionError):  # stopped once the search is made
+            keras_path.train_student(students, method, dict(setup.fixed))
+    assert searched == ["grid", "hyperband"]  # ILS's 120 candidates x 500 epochs exceed Hyperband's plan
+    assert logged[0] == "OLS: the full grid, 3 models of up to 500 epochs (at most 1500 epochs)"
 
 
 @pytest.fixture
