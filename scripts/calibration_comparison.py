@@ -1,0 +1,374 @@
+"""Every registered method and post-hoc calibrator on five data sets over many seeds: ranks, CD diagrams, and
+where ILS stands (docs/results/calibration-comparison.md, issue 24 item 6).
+
+For each data set and seed the script runs the package's main job in process,
+`keras_ils.experiments.main_job.pipeline.run(splits, RunConfig("mlp", ...))`
+with every selectable method of `keras_ils.methods` (each tuned on the
+validation NLL over its own grid) and temperature scaling on every model, and
+keeps each run's `results.json`. Then every other calibrator of
+`keras_ils.experiments.main_job.config.CALIBRATORS` is fitted on the
+validation split to the run's saved No LS and ILS networks and scored on the
+test split (`posthoc.json`), as the main job's `--calibrators` would (that
+main-job option calibrates every model, ~15 x 6 more fits per run; the
+comparison of calibrators needs them on the uncalibrated network, and on ILS
+to see whether they add to it):
+
+- scikit-learn's iris, wine, breast cancer and digits: per seed a stratified
+  70/30 train/test split saved as a user's `.npz` and loaded with
+  `keras_ils.experiments.data.datasets.load` (a stratified 20 % of train for
+  validation, seeded by the same seed; features standardised);
+- the synthetic task: `datasets.load_synthetic(seed, n_test=...)`, the
+  paper's 50 + 50 examples per class for train and validation and 1,000 test
+  examples per class (`--synthetic-test`).
+
+Nothing is tuned per data set: every run uses the package's defaults.
+
+The report (`OUTPUT/tables.md`, `OUTPUT/rows.json`, `OUTPUT/<view>/cd_<metric>.png`):
+
+- per data set and pooled over data sets, three views ranked per seed
+  (Demšar's blocks; pooled: every (data set, seed) is a block) by
+  `keras_ils.experiments.reporting.verdict`: the training methods as trained,
+  the training methods after temperature scaling, and the post-hoc
+  calibrators on the No LS network; average ranks, Friedman test, Nemenyi
+  critical difference, CD diagrams;
+- the mean test scores of every row per data set;
+- paired comparisons against ILS: wins/losses over seeds with the exact
+  two-sided sign test and the mean difference.
+
+Runs are resumable (a run whose `results.json` exists is skipped).
+
+    nice -n 19 python scripts/calibration_comparison.py --seeds 10 --output results/calibration_comparison
+    python scripts/calibration_comparison.py --seeds 10 --tables-only --output results/calibration_comparison
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import time
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+import keras  # noqa: E402
+
+from keras_ils import data, evaluation, methods, plots  # noqa: E402
+from keras_ils.calibration import calibrate  # noqa: E402
+from keras_ils.experiments.data import datasets  # noqa: E402
+from keras_ils.experiments.main_job import pipeline  # noqa: E402
+from keras_ils.experiments.engine import training  # noqa: E402
+from keras_ils.experiments.main_job.config import CALIBRATORS, RunConfig  # noqa: E402
+from keras_ils.experiments.main_job.report import as_trained  # noqa: E402
+from keras_ils.experiments.reporting import verdict  # noqa: E402
+from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
+
+SKLEARN_SETS = ("iris", "wine", "breast_cancer", "digits")
+DATASETS = (*SKLEARN_SETS, "synthetic")
+TEST_SIZE = 0.3
+METRICS = ("nll", "ece", "smooth_ece", "accuracy")
+HIGHER_IS_BETTER = {"accuracy"}
+REFERENCE = "ILS"
+POST_HOC_BASES = ("No LS", "ILS")  # the networks every calibrator is fitted to
+
+
+def _sklearn_npz(name, seed, directory):
+    """The seed's stratified 70/30 split of a scikit-learn set, saved as a user's `.npz`; returns its path."""
+    from sklearn import datasets as sklearn_datasets
+    from sklearn.model_selection import train_test_split
+
+    path = os.path.join(directory, f"{name}-{seed}.npz")
+    if not os.path.exists(path):
+        x, y = getattr(sklearn_datasets, f"load_{name}")(return_X_y=True)
+        x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=TEST_SIZE, random_state=seed, stratify=y)
+        os.makedirs(directory, exist_ok=True)
+        temporary = path + ".tmp.npz"
+        np.savez(temporary, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+        os.replace(temporary, path)
+    return path
+
+
+def _splits(name, seed, output, synthetic_test):
+    if name == "synthetic":
+        return datasets.load_synthetic(seed=seed, n_test=synthetic_test)
+    return datasets.load(_sklearn_npz(name, seed, os.path.join(output, "data")), seed=seed)
+
+
+def run_directory(output, name, seed):
+    return os.path.join(output, "runs", name, f"seed{seed}")
+
+
+def run_one(output, name, seed, synthetic_test, post_hoc=True):
+    """One run of the main job (skipped when its results exist); returns its wall time in seconds or `None`."""
+    directory = run_directory(output, name, seed)
+    if os.path.exists(os.path.join(directory, "results.json")):
+        return None
+    started = time.time()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")  # fit warnings: results.json keeps every fit's status
+        splits = _splits(name, seed, output, synthetic_test)
+        config = RunConfig("mlp", directory, methods=methods.ids(selectable=True), seed=seed)
+        pipeline.run(splits, config)
+        if post_hoc:
+            _post_hoc(splits, directory)
+    seconds = time.time() - started
+    with open(os.path.join(output, "timings.jsonl"), "a") as file:
+        file.write(json.dumps({"dataset": name, "seed": seed, "seconds": round(seconds, 2)}) + "\n")
+    return seconds
+
+
+def _post_hoc(splits, directory):
+    """Every calibrator but temperature scaling on the run's No LS and ILS networks: rows as `results.json`'s."""
+    validation, test = (training.evaluation_pipeline(split) for split in (splits.validation, splits.test))
+    rows = []
+    for base in POST_HOC_BASES:
+        slug = base.lower().replace(" ", "_")
+        model = as_trained(keras.saving.load_model(os.path.join(directory, f"model_{slug}.keras")))
+        for method, suffix in CALIBRATORS.values():
+            if method == "temperature":
+                continue
+            mapped, fit = calibrate(model, validation, method=method, return_fit=True)
+            outputs, labels = data.predict_with_labels(mapped, test)
+            scores = evaluation.evaluate_outputs(outputs, labels)
+            rows.append({"model": f"{base} + {suffix}", "temperature_status": fit.status, "hyperparameters": {},
+                         "all": scores["all"]})  # fmt: skip
+    with open(os.path.join(directory, "posthoc.json"), "w") as file:
+        json.dump(rows, file)
+
+
+def collect(output, names, seeds):
+    """`{(dataset, seed): results dict}` of the runs that exist."""
+    found = {}
+    for name in names:
+        for seed in seeds:
+            path = os.path.join(run_directory(output, name, seed), "results.json")
+            if os.path.exists(path):
+                with open(path) as file:
+                    found[(name, seed)] = json.load(file)
+                post_hoc = os.path.join(run_directory(output, name, seed), "posthoc.json")
+                if os.path.exists(post_hoc):
+                    with open(post_hoc) as file:
+                        found[(name, seed)]["rows"] += json.load(file)
+    return found
+
+
+def _value(results, row, metric):
+    for r in results["rows"]:
+        if r["model"] == row:
+            return r["all"].get(metric)
+    return None
+
+
+def views(results):
+    """The rows each ranked view compares, from one run's row names."""
+    names = [row["model"] for row in results["rows"]]
+    trained = [name for name in names if " + " not in name]
+    suffixes = [suffix for _, suffix in CALIBRATORS.values()]
+    return {
+        "as_trained": trained,
+        "temperature_scaled": [f"{name} + TempS" for name in trained if f"{name} + TempS" in names],
+        "post_hoc_on_no_ls": ["No LS"] + [f"No LS + {s}" for s in suffixes if f"No LS + {s}" in names],
+        "post_hoc_on_ils": ["ILS"] + [f"ILS + {s}" for s in suffixes if f"ILS + {s}" in names],
+        "all_rows": names,
+    }
+
+
+def _summary(runs, rows):
+    """`reporting.verdict`'s input: every row's scores per block (run)."""
+    return {
+        "rows": [
+            {"model": row, **{m: {"values": [_value(r, row, m) for r in runs]} for m in METRICS}}
+            for row in rows
+            if all(_value(r, row, m) is not None for r in runs for m in METRICS)
+        ]
+    }
+
+
+def ranked(output, found, names, seeds):
+    """`{(scope, view): verdict}`: per data set (blocks = seeds) and pooled (blocks = every data set and seed)."""
+    scopes = {name: [found[(name, s)] for s in seeds if (name, s) in found] for name in names}
+    scopes["pooled"] = [run for runs in list(scopes.values()) for run in runs]
+    results = {}
+    for scope, runs in scopes.items():
+        if len(runs) < verdict.MIN_SEEDS:
+            continue
+        for view, rows in views(runs[0]).items():
+            found_view = verdict.verdict(_summary(runs, rows))
+            if view != "all_rows":
+                verdict.write_verdict(found_view, os.path.join(output, "verdicts", scope, view))
+            results[(scope, view)] = found_view
+    return results
+
+
+def paired(found, name, seeds, a, b, metric):
+    """Wins/losses/ties of row A over row B over the seeds, mean difference A - B with its s.e., sign test."""
+    pairs = [(_value(found[(name, s)], a, metric), _value(found[(name, s)], b, metric)) for s in seeds
+             if (name, s) in found]  # fmt: skip
+    pairs = np.array([p for p in pairs if None not in p], float)
+    if not len(pairs):
+        return None
+    va, vb = pairs[:, 0], pairs[:, 1]
+    sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
+    better, worse = sign * (va - vb) < -1e-12, sign * (va - vb) > 1e-12
+    wins, losses = int(better.sum()), int(worse.sum())
+    diff = va - vb
+    se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+    return dict(n=len(diff), wins=wins, losses=losses, diff=diff.mean(), se=se, p=sign_test(wins, losses))
+
+
+def _rank_table(results, names, view, metric):
+    scopes = [s for s in (*names, "pooled") if (s, view) in results and metric in results[(s, view)]]
+    if not scopes:
+        return []
+    rows = list(results[(scopes[-1], view)][metric]["average_ranks"])
+    lines = ["| row | " + " | ".join(scopes) + " |", "|---|" + "---|" * len(scopes)]
+    for row in rows:
+        cells = []
+        for scope in scopes:
+            verdict_of = results[(scope, view)][metric]
+            rank = verdict_of["average_ranks"].get(row)
+            best = row == verdict_of["best"]
+            cells.append("-" if rank is None else (f"**{rank:.2f}**" if best else f"{rank:.2f}"))
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    footer = []
+    for scope in scopes:
+        v = results[(scope, view)][metric]
+        footer.append(f"CD {v['critical_difference']:.2f}, F p {v['iman_davenport_pvalue']:.2g}"
+                      + (", best significant" if v["significant"] else ""))  # fmt: skip
+    lines.append("| *test* | " + " | ".join(footer) + " |")
+    return lines
+
+
+def _means_table(found, name, seeds, rows):
+    runs = [found[(name, s)] for s in seeds if (name, s) in found]
+    lines = ["| row | test NLL | ECE | smooth ECE | accuracy (%) |", "|---|---|---|---|---|"]
+    for row in rows:
+        cells = []
+        for metric in METRICS:
+            values = [_value(r, row, metric) for r in runs]
+            if any(v is None for v in values):
+                cells.append("-")
+                continue
+            mean = np.mean(values)
+            se = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
+            cells.append(f"{100 * mean:.1f} ± {100 * se:.1f}" if metric == "accuracy" else f"{mean:.3f} ± {se:.3f}")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _paired_table(found, names, seeds, rows, reference, metric):
+    lines = [f"| {reference} vs | " + " | ".join(names) + " | pooled |", "|---|" + "---|" * (len(names) + 1)]
+    for row in rows:
+        if row == reference:
+            continue
+        cells = []
+        wins = losses = 0
+        for name in names:
+            result = paired(found, name, seeds, reference, row, metric)
+            if result is None:
+                cells.append("-")
+                continue
+            wins, losses = wins + result["wins"], losses + result["losses"]
+            scale = 100 if metric == "accuracy" else 1
+            cells.append(f"{result['wins']}/{result['losses']}, p {result['p']:.2g}; "
+                         f"{scale * result['diff']:+.3f}")  # fmt: skip
+        cells.append(f"{wins}/{losses}, p {sign_test(wins, losses):.2g}")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(found, names, seeds, results):
+    first = next(iter(found.values()))
+    rows_of = views(first)
+    counts = ", ".join(f"{name}: {sum((name, s) in found for s in seeds)}" for name in names)
+    lines = [f"Seeds per data set: {counts}.", ""]
+    for view, title in (("as_trained", "Training methods as trained"),
+                        ("temperature_scaled", "Training methods after temperature scaling"),
+                        ("post_hoc_on_no_ls", "Post-hoc calibrators on the No LS network"),
+                        ("post_hoc_on_ils", "Post-hoc calibrators on the ILS network"),
+                        ("all_rows", "Every row")):  # fmt: skip
+        lines += [f"### Average ranks: {title.lower()}", ""]
+        for metric in METRICS:
+            table = _rank_table(results, names, view, metric)
+            if table:
+                lines += [f"**{metric}** (1 is best; bold: the best row of the column)", "", *table, ""]
+    lines += ["### Paired comparisons against ILS", "",
+              "wins/losses of ILS over seeds (lower NLL, ECE and smooth ECE; higher accuracy), exact two-sided sign "
+              "test p (ties dropped, no correction for the number of tests), mean difference ILS - row "
+              "(accuracy in points).", ""]  # fmt: skip
+    for metric in ("nll", "ece", "smooth_ece", "accuracy"):
+        lines += [f"**{metric}, as trained**", "",
+                  *_paired_table(found, names, seeds, rows_of["as_trained"], REFERENCE, metric), ""]  # fmt: skip
+        lines += [f"**{metric}, after temperature scaling (ILS + TempS vs each row + TempS)**", "",
+                  *_paired_table(found, names, seeds, rows_of["temperature_scaled"], f"{REFERENCE} + TempS", metric),
+                  ""]  # fmt: skip
+    lines += ["### Mean test scores", ""]
+    for name in names:
+        lines += [f"**{name}** (mean ± standard error over seeds)", "",
+                  *_means_table(found, name, seeds, rows_of["all_rows"]), ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def write_outputs(output, found, names, seeds):
+    results = ranked(output, found, names, seeds)
+    tables = markdown(found, names, seeds, results)
+    with open(os.path.join(output, "tables.md"), "w") as file:
+        file.write(tables + "\n")
+    compact = [
+        {"dataset": name, "seed": seed, "teacher_temperature": r["teacher_temperature"],
+         "rows": [{"model": row["model"], "hyperparameters": row["hyperparameters"],
+                   "temperature_status": row["temperature_status"],
+                   **{m: row["all"].get(m) for m in METRICS}} for row in r["rows"]]}
+        for (name, seed), r in sorted(found.items())
+    ]  # fmt: skip
+    with open(os.path.join(output, "rows.json"), "w") as file:
+        json.dump(compact, file, indent=0)
+    verdicts = {f"{scope}/{view}": found_view for (scope, view), found_view in results.items()}
+    with open(os.path.join(output, "verdicts.json"), "w") as file:
+        json.dump(verdicts, file, indent=1)
+    return tables
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--datasets", default=",".join(DATASETS), help=f"comma-separated, from {DATASETS}")
+    parser.add_argument("--output", required=True, help="directory of the runs, rows.json, tables.md and verdicts")
+    parser.add_argument("--synthetic-test", type=int, default=1000, help="synthetic test examples per class")
+    parser.add_argument("--tables-only", action="store_true", help="no runs: tables from the stored results")
+    parser.add_argument("--no-post-hoc", action="store_true", help="runs without the other calibrators' fits")
+    parser.add_argument("--post-hoc-only", action="store_true", help="(re)fit the other calibrators of stored runs")
+    args = parser.parse_args(argv)
+    names = [n for n in args.datasets.split(",") if n]
+    for name in names:
+        if name not in DATASETS:
+            parser.error(f"unknown data set {name!r}; expected some of {DATASETS}")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    os.makedirs(args.output, exist_ok=True)
+    plots.reliability_diagram = lambda *a, **k: None  # a run's ~100 reliability diagrams are not needed here
+    if args.post_hoc_only:
+        for seed in seeds:
+            for name in names:
+                directory = run_directory(args.output, name, seed)
+                if os.path.exists(os.path.join(directory, "results.json")):
+                    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                        warnings.simplefilter("ignore")
+                        _post_hoc(_splits(name, seed, args.output, args.synthetic_test), directory)
+                    print(f"{name} seed {seed}: post-hoc calibrators fitted", flush=True)
+    elif not args.tables_only:
+        for seed in seeds:  # seed-major, so that an interrupted job has every data set's first seeds
+            for name in names:
+                seconds = run_one(args.output, name, seed, args.synthetic_test, post_hoc=not args.no_post_hoc)
+                if seconds is not None:
+                    print(f"{name} seed {seed}: {seconds:.1f} s", flush=True)
+    found = collect(args.output, names, seeds)
+    print(write_outputs(args.output, found, names, seeds))
+
+
+if __name__ == "__main__":
+    main()
