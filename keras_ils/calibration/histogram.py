@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import keras
 import numpy as np
 from keras import ops
@@ -12,16 +10,17 @@ from keras_ils._checks import integer_at_least
 from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
+    calibrated,
     fitting_probabilities,
-    floor_for,
+    fitting_settings,
     gather_per_class,
-    renormalised,
 )
-from keras_ils.calibration.reports import CalibratorFit, few_examples, mean_nll, message
+from keras_ils.calibration.reports import CalibratorFit, mean_nll, message, rare_classes, small_set_clause
 
-__all__ = ["DEFAULT_NUM_BINS", "HistogramBinning", "bins_for", "fit_histogram"]
+__all__ = ["DEFAULT_NUM_BINS", "MIN_BIN_EXAMPLES", "HistogramBinning", "bins_for", "fit_histogram", "is_small"]
 
 DEFAULT_NUM_BINS = 15
+MIN_BIN_EXAMPLES = 3  # on a small set, equal-mass bins of at least this many examples
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -32,7 +31,8 @@ class HistogramBinning(OneVsRestCalibration):
     `num_bins - 1` increasing values; `p_j` falls in bin `b` when exactly `b`
     edges lie below it) and each bin's value `values[j, b]`, the frequency of
     class `j` among the fitting examples in that bin. The calibrated
-    distribution is the row renormalised with a floor (see
+    distribution is the row renormalised with a floor, mixed with the
+    model's own distribution with weight `model_weight` (see
     `keras_ils.calibration.one_vs_rest`). Fitted by
     `fit_calibrator("histogram", ...)`, which places equal-mass bins; a
     layer built directly starts as equal-width bins valued at their centres.
@@ -40,16 +40,21 @@ class HistogramBinning(OneVsRestCalibration):
     Formula:
 
     ```
-    q_j = (values[j, bin_j(p_j)] + floor) / sum_k (values[k, bin_k(p_k)] + floor)
+    r_j = (values[j, bin_j(p_j)] + floor) / sum_k (values[k, bin_k(p_k)] + floor)
+    q_j = (1 - model_weight) * r_j + model_weight * p_j
     ```
 
     Args:
         num_bins: bins per class, `>= 1`. Defaults to `15`.
         floor: added to every class's value before renormalising, in
-            `[0, 1]`; the fit sets `1 / n`. Defaults to `0.0`.
+            `[0, 1]`; the fit sets `1 / n` (`1 / (n K)` on a small set).
+            Defaults to `0.0`.
         from_logits: whether the inputs are logits (then the outputs are
             log-probabilities) or probabilities (then so are the outputs).
             Defaults to `True`.
+        model_weight: the weight of the model's own distribution in the
+            output, in `[0, 1]`; the fit sets `0` (`K / (n + K)` on a small
+            set). Defaults to `0.0`.
         **kwargs: base layer arguments; `dtype` defaults to `"float32"`.
 
     Call arguments:
@@ -69,8 +74,15 @@ class HistogramBinning(OneVsRestCalibration):
         from decision trees and naive Bayesian classifiers", ICML.
     """
 
-    def __init__(self, num_bins: int = DEFAULT_NUM_BINS, floor: float = 0.0, from_logits: bool = True, **kwargs):
-        super().__init__(floor=floor, from_logits=from_logits, **kwargs)
+    def __init__(
+        self,
+        num_bins: int = DEFAULT_NUM_BINS,
+        floor: float = 0.0,
+        from_logits: bool = True,
+        model_weight: float = 0.0,
+        **kwargs,
+    ):
+        super().__init__(floor=floor, from_logits=from_logits, model_weight=model_weight, **kwargs)
         self.num_bins = integer_at_least("num_bins", num_bins, 1)
 
     def build(self, input_shape):
@@ -99,14 +111,23 @@ class HistogramBinning(OneVsRestCalibration):
         return {**super().get_config(), "num_bins": self.num_bins}
 
 
-def bins_for(num_examples: int, num_bins: int) -> int:
-    """The bins a fit uses: `num_bins`, or fewer by the square-root rule, `floor(sqrt(n))`, on few examples.
+def bins_for(num_examples: int, num_bins: int, small: bool) -> int:
+    """The bins a fit uses: `num_bins`, or on a small set as many as hold `MIN_BIN_EXAMPLES` (3) examples each.
 
-    Equal-mass bins of about `sqrt(n)` examples each balance the bins'
-    resolution against the noise of each frequency (5 bins of 6 examples on
-    30 examples, 15 from 225 examples on).
+    A small set leans on the model's own probabilities (`model_weight`), which
+    damps the noise of frequencies counted on few examples, and keeps the
+    resolution that one-vs-rest needs: with 6 classes in 30 examples a class
+    has about 5, and only bins narrower than that can hold them alone (10
+    bins of 3 on 30 examples, `num_bins` from 45 examples on).
     """
-    return max(1, min(num_bins, math.isqrt(num_examples)))
+    if not small:
+        return num_bins
+    return max(1, min(num_bins, num_examples // MIN_BIN_EXAMPLES))
+
+
+def is_small(num_examples: int, labels, num_classes: int, num_bins: int) -> bool:
+    """A histogram fit's small-data rule: fewer than `num_bins` examples a bin, or a class below its minimum."""
+    return num_examples < num_bins * num_bins or rare_classes(labels, num_classes) is not None
 
 
 def equal_mass_edges(scores, num_bins: int) -> np.ndarray:
@@ -130,40 +151,51 @@ def equal_mass_edges(scores, num_bins: int) -> np.ndarray:
     return edges
 
 
-def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = DEFAULT_NUM_BINS):
-    """Fits a `HistogramBinning` layer on validation outputs: `(layer, CalibratorFit)`, without warning.
-
-    Equal-mass bins per class (`bins_for(n, num_bins)` of them, fewer where
-    tied scores merge two), each valued at its class frequency; the floor is
-    `1 / n`. The report's status is `"few_examples"` (with a warning text)
-    when the bins are fewer than `num_bins` or a class has fewer than
-    `MIN_EXAMPLES_PER_CLASS` examples.
-    """
-    integer_at_least("num_bins", num_bins, 1)
-    probabilities, labels = fitting_probabilities(outputs, labels, from_logits)
-    n, num_classes = probabilities.shape
-    used = bins_for(n, num_bins)
-    edges = np.ones((num_classes, used - 1))  # unused edges: 1, which no probability exceeds
-    values = np.zeros((num_classes, used))
+def _bins_and_frequencies(probabilities, labels, num_bins):
+    """`(edges [K, B - 1], values [K, B], each example's value [n, K])` of equal-mass bins per class."""
+    num_classes = probabilities.shape[1]
+    edges = np.ones((num_classes, num_bins - 1))  # unused edges: 1, which no probability exceeds
+    values = np.zeros((num_classes, num_bins))
     fitted = np.zeros_like(probabilities)
     for j in range(num_classes):
-        class_edges = equal_mass_edges(probabilities[:, j], used)
+        class_edges = equal_mass_edges(probabilities[:, j], num_bins)
         bins = np.searchsorted(class_edges, probabilities[:, j], side="left")
         frequencies = np.bincount(bins, weights=(labels == j).astype(np.float64)) / np.bincount(bins)
         edges[j, : len(class_edges)] = class_edges
         values[j, : len(frequencies)] = frequencies
         values[j, len(frequencies) :] = frequencies[-1]
         fitted[:, j] = frequencies[bins]
-    floor = floor_for(n)
-    layer = HistogramBinning(num_bins=used, floor=floor, from_logits=from_logits, trainable=False)
+    return edges, values, fitted
+
+
+def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = DEFAULT_NUM_BINS):
+    """Fits a `HistogramBinning` layer on validation outputs: `(layer, CalibratorFit)`, without warning.
+
+    Equal-mass bins per class, each valued at its class frequency, with the
+    floor `1 / n`. On a small set (`is_small`: fewer than `num_bins^2`
+    examples, or a class with fewer than `MIN_EXAMPLES_PER_CLASS`) the bins
+    hold at least `MIN_BIN_EXAMPLES` examples each (`bins_for`), the floor is
+    `1 / (n K)`, the output is mixed with the model's distribution with
+    weight `K / (n + K)` (`keras_ils.calibration.one_vs_rest`), and the
+    report's status is `"few_examples"` (with a warning text). Tied scores
+    never straddle an edge, so no bin is ever empty.
+    """
+    integer_at_least("num_bins", num_bins, 1)
+    probabilities, labels = fitting_probabilities(outputs, labels, from_logits)
+    n, num_classes = probabilities.shape
+    small = is_small(n, labels, num_classes, num_bins)
+    used = bins_for(n, num_bins, small)
+    edges, values, fitted = _bins_and_frequencies(probabilities, labels, used)
+    floor, model_weight = fitting_settings(n, num_classes, small)
+    layer = HistogramBinning(
+        num_bins=used, floor=floor, from_logits=from_logits, model_weight=model_weight, trainable=False
+    )
     layer.build((None, num_classes))
     layer.set_weights([edges, values])
-    too_few = None
-    if used < num_bins:
-        too_few = (
-            f"{n} validation examples fill {used} equal-mass bins per class by the square-root rule, not the "
-            f"{num_bins} asked for"
-        )
-    text = message("histogram", [too_few, few_examples(labels, num_classes)])
-    nll = mean_nll(renormalised(fitted, floor), labels)
-    return layer, CalibratorFit("histogram", "few_examples" if text else "fitted", n, nll, nll, 0, text)
+    reasons = [rare_classes(labels, num_classes)]
+    if n < num_bins * num_bins:
+        reasons.insert(0, f"{n} validation examples, fewer than {num_bins} bins of {num_bins}, fill {used} "
+                       f"equal-mass bins per class of at least {MIN_BIN_EXAMPLES}")  # fmt: skip
+    text = message("histogram", [small_set_clause(reasons, floor, model_weight)]) if small else None
+    nll = mean_nll(calibrated(fitted, probabilities, floor, model_weight), labels)
+    return layer, CalibratorFit("histogram", "few_examples" if small else "fitted", n, nll, nll, 0, text)

@@ -10,12 +10,12 @@ from keras_ils._checks import integer_at_least
 from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
+    calibrated,
     fitting_probabilities,
-    floor_for,
+    fitting_settings,
     gather_per_class,
-    renormalised,
 )
-from keras_ils.calibration.reports import CalibratorFit, few_examples, mean_nll, message
+from keras_ils.calibration.reports import CalibratorFit, mean_nll, message, rare_classes, small_set_clause
 
 __all__ = ["IsotonicCalibration", "fit_isotonic", "isotonic_steps"]
 
@@ -30,7 +30,8 @@ class IsotonicCalibration(OneVsRestCalibration):
     `IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")` evaluated
     with `keras.ops`. Classes with fewer points than `num_thresholds` repeat
     their last one. The calibrated distribution is the row renormalised with
-    a floor (see `keras_ils.calibration.one_vs_rest`). Fitted by
+    a floor, mixed with the model's own distribution with weight
+    `model_weight` (see `keras_ils.calibration.one_vs_rest`). Fitted by
     `fit_calibrator("isotonic", ...)`; a layer built directly starts as the
     identity map of each probability.
 
@@ -38,16 +39,21 @@ class IsotonicCalibration(OneVsRestCalibration):
 
     ```
     h_j(p) = interp(clip(p, thresholds[j, 0], thresholds[j, -1]), thresholds[j], values[j])
-    q_j = (h_j(p_j) + floor) / sum_k (h_k(p_k) + floor)
+    r_j = (h_j(p_j) + floor) / sum_k (h_k(p_k) + floor)
+    q_j = (1 - model_weight) * r_j + model_weight * p_j
     ```
 
     Args:
         num_thresholds: points per class, `>= 2`. Defaults to `2`.
         floor: added to every class's value before renormalising, in
-            `[0, 1]`; the fit sets `1 / n`. Defaults to `0.0`.
+            `[0, 1]`; the fit sets `1 / n` (`1 / (n K)` on a small set).
+            Defaults to `0.0`.
         from_logits: whether the inputs are logits (then the outputs are
             log-probabilities) or probabilities (then so are the outputs).
             Defaults to `True`.
+        model_weight: the weight of the model's own distribution in the
+            output, in `[0, 1]`; the fit sets `0` (`K / (n + K)` on a small
+            set). Defaults to `0.0`.
         **kwargs: base layer arguments; `dtype` defaults to `"float32"`.
 
     Call arguments:
@@ -68,8 +74,15 @@ class IsotonicCalibration(OneVsRestCalibration):
         accurate multiclass probability estimates", KDD.
     """
 
-    def __init__(self, num_thresholds: int = 2, floor: float = 0.0, from_logits: bool = True, **kwargs):
-        super().__init__(floor=floor, from_logits=from_logits, **kwargs)
+    def __init__(
+        self,
+        num_thresholds: int = 2,
+        floor: float = 0.0,
+        from_logits: bool = True,
+        model_weight: float = 0.0,
+        **kwargs,
+    ):
+        super().__init__(floor=floor, from_logits=from_logits, model_weight=model_weight, **kwargs)
         self.num_thresholds = integer_at_least("num_thresholds", num_thresholds, 2)
 
     def build(self, input_shape):
@@ -159,9 +172,13 @@ def isotonic_steps(scores, targets) -> tuple:
 def fit_isotonic(outputs, labels, *, from_logits: bool = True):
     """Fits an `IsotonicCalibration` layer on validation outputs: `(layer, CalibratorFit)`, without warning.
 
-    One `isotonic_steps` per class on `(p_j, y == j)`; the floor is `1 / n`.
-    The report's status is `"few_examples"` (with a warning text) when a
-    class has fewer than `MIN_EXAMPLES_PER_CLASS` examples.
+    One `isotonic_steps` per class on `(p_j, y == j)`, with the floor `1 / n`.
+    On a small set (a class with fewer than `MIN_EXAMPLES_PER_CLASS`
+    examples) the floor is `1 / (n K)` and the output is mixed with the
+    model's distribution with weight `K / (n + K)`
+    (`keras_ils.calibration.one_vs_rest`); the report's status is then
+    `"few_examples"` (with a warning text). Each class's map is
+    scikit-learn's either way.
     """
     probabilities, labels = fitting_probabilities(outputs, labels, from_logits)
     n, num_classes = probabilities.shape
@@ -174,10 +191,17 @@ def fit_isotonic(outputs, labels, *, from_logits: bool = True):
         thresholds[j, :m], thresholds[j, m:] = class_thresholds, class_thresholds[-1]
         values[j, :m], values[j, m:] = class_values, class_values[-1]
         fitted[:, j] = np.interp(probabilities[:, j], class_thresholds, class_values)
-    floor = floor_for(n)
-    layer = IsotonicCalibration(num_thresholds=width, floor=floor, from_logits=from_logits, trainable=False)
+    rare = rare_classes(labels, num_classes)
+    floor, model_weight = fitting_settings(n, num_classes, small=rare is not None)
+    layer = IsotonicCalibration(
+        num_thresholds=width, floor=floor, from_logits=from_logits, model_weight=model_weight, trainable=False
+    )
     layer.build((None, num_classes))
     layer.set_weights([thresholds, values])
-    text = message("isotonic", [few_examples(labels, num_classes)])
-    nll = mean_nll(renormalised(fitted, floor), labels)
+    text = (
+        message("isotonic", [small_set_clause([f"{n} validation examples", rare], floor, model_weight)])
+        if rare
+        else None
+    )
+    nll = mean_nll(calibrated(fitted, probabilities, floor, model_weight), labels)
     return layer, CalibratorFit("isotonic", "few_examples" if text else "fitted", n, nll, nll, 0, text)

@@ -4,20 +4,35 @@ Each non-parametric calibrator maps the probability `p_j` of each class `j`
 through a fitted non-decreasing function `h_j` (a step function for histogram
 binning, a piecewise-linear one for isotonic regression), fitted one-vs-rest:
 to the indicator `y == j` on the fitting set. The calibrated distribution is
-the row renormalised, with a floor that keeps every probability off 0:
+the row renormalised, with a floor that keeps every probability off 0, and
+mixed with the model's own distribution `p` with weight `model_weight`:
 
 ```
-q_j = (h_j(p_j) + floor) / sum_k (h_k(p_k) + floor),    floor = 1 / n
+q_j = (1 - model_weight) * (h_j(p_j) + floor) / sum_k (h_k(p_k) + floor) + model_weight * p_j
 ```
 
-for `n` fitting examples. A one-vs-rest map fitted on few examples returns 0
-wherever it saw no example of its class (below a class's lowest-scored
-example, isotonic regression is 0; a bin without the class has frequency 0),
-and a test example of that class there would get an infinite NLL; `1 / n` is
-the resolution of frequencies counted on `n` examples, and vanishes as `n`
-grows. A row whose maps are all 0 (possible only with `floor=0`) is uniform.
-The layers output `log q` (log-probabilities: `softmax` of them is `q`), or
-`q` itself with `from_logits=False`, where they also take probabilities.
+A one-vs-rest map fitted on few examples returns 0 wherever it saw no
+example of its class (below a class's lowest-scored example, isotonic
+regression is 0; a bin without the class has frequency 0), and a test example
+of that class there would get an infinite NLL. The fits choose (see
+`fitting_settings`):
+
+- with enough examples (every class at least `MIN_EXAMPLES_PER_CLASS`, and
+  for histogram binning `num_bins` bins of `num_bins` examples), the classic
+  maps: `floor = 1 / n` for `n` fitting examples (the resolution of
+  frequencies counted on `n` examples, vanishing as `n` grows) and
+  `model_weight = 0`;
+- on a small set (the small-data rule, `keras_ils.calibration.small_data`),
+  `floor = 1 / (n K)` (a row's floors add up to `1 / n`) and
+  `model_weight = K / (n + K)`: the posterior mean of the calibrated
+  distribution under a Dirichlet prior centred on the model's prediction and
+  worth `K` examples (one per class), so that a map that saw no example of a
+  class where a test example lands leaves it the model's own probability, in
+  part, rather than the floor alone.
+
+A row whose maps are all 0 (possible only with `floor=0`) is uniform. The
+layers output `log q` (log-probabilities: `softmax` of them is `q`), or `q`
+itself with `from_logits=False`, where they also take probabilities.
 """
 
 from __future__ import annotations
@@ -30,12 +45,22 @@ from keras_ils import _labels
 from keras_ils._checks import number_in
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 
-__all__ = ["OneVsRestCalibration", "fitting_probabilities", "floor_for", "gather_per_class", "renormalised"]
+__all__ = [
+    "OneVsRestCalibration",
+    "calibrated",
+    "fitting_probabilities",
+    "fitting_settings",
+    "gather_per_class",
+    "renormalised",
+]
 
 
-def floor_for(num_examples: int) -> float:
-    """The floor a fit on `num_examples` examples gives its layer: `1 / n`."""
-    return 1.0 / num_examples
+def fitting_settings(num_examples: int, num_classes: int, small: bool) -> tuple:
+    """`(floor, model_weight)` of a fit on `n` examples of `K` classes: `(1 / n, 0)`, or on a small set
+    `(1 / (n K), K / (n + K))` (see the module docstring)."""
+    if not small:
+        return 1.0 / num_examples, 0.0
+    return 1.0 / (num_examples * num_classes), num_classes / (num_examples + num_classes)
 
 
 def fitting_probabilities(outputs, labels, from_logits: bool, name: str = "outputs") -> tuple:
@@ -56,15 +81,21 @@ def renormalised(values, floor: float):
     return np.where(total > 0, values / np.where(total > 0, total, 1.0), uniform)
 
 
+def calibrated(values, probabilities, floor: float, model_weight: float):
+    """The layers' `q` in float64 numpy, for the fits' reports: renormalised `values`, mixed with the model's."""
+    return (1.0 - model_weight) * renormalised(values, floor) + model_weight * probabilities
+
+
 class OneVsRestCalibration(keras.layers.Layer):
     """Base of the one-vs-rest calibration layers: inputs to probabilities, `one_vs_rest`, renormalised output.
 
     Subclasses build their weights and implement `_each_class(probabilities)`, the per-class maps.
     """
 
-    def __init__(self, floor: float = 0.0, from_logits: bool = True, **kwargs):
+    def __init__(self, floor: float = 0.0, from_logits: bool = True, model_weight: float = 0.0, **kwargs):
         super().__init__(**float32_by_default(kwargs))
         self.floor = number_in("floor", floor, 0.0, 1.0, expected="a float in [0, 1]")
+        self.model_weight = number_in("model_weight", model_weight, 0.0, 1.0, expected="a float in [0, 1]")
         self.from_logits = bool(from_logits)
 
     def one_vs_rest(self, probabilities):
@@ -76,11 +107,17 @@ class OneVsRestCalibration(keras.layers.Layer):
 
     def call(self, inputs):
         inputs = to_compute_dtype(self, inputs)
-        probabilities = ops.softmax(inputs, axis=-1) if self.from_logits else ops.clip(inputs, 0.0, 1.0)
+        if self.from_logits:
+            probabilities = ops.softmax(inputs, axis=-1)
+        else:
+            probabilities = ops.clip(inputs, 0.0, 1.0)
         values = self._each_class(probabilities) + ops.cast(self.floor, inputs.dtype)
         total = ops.sum(values, axis=-1, keepdims=True)
         num_classes = ops.cast(ops.shape(inputs)[-1], inputs.dtype)
         calibrated = ops.where(total > 0, values / ops.where(total > 0, total, 1.0), 1.0 / num_classes)
+        if self.model_weight:
+            model = probabilities / ops.maximum(ops.sum(probabilities, axis=-1, keepdims=True), 1e-30)
+            calibrated = (1.0 - self.model_weight) * calibrated + self.model_weight * model
         if not self.from_logits:
             return calibrated
         return ops.log(ops.maximum(calibrated, keras.config.epsilon()))
@@ -89,7 +126,8 @@ class OneVsRestCalibration(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), "floor": self.floor, "from_logits": self.from_logits}
+        config = {**super().get_config(), "floor": self.floor, "from_logits": self.from_logits}
+        return {**config, "model_weight": self.model_weight}
 
 
 def gather_per_class(table, index):

@@ -11,7 +11,8 @@
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | temperature, then simplex weights   | temperature fit  |
 
 (temperature fit: `estimator`, `prior_scale`, `bounds`; L-BFGS: `max_iterations`,
-`tolerance`; ODIR: `off_diagonal_l2`, `intercept_l2`.) `METHODS` lists them
+`tolerance`, `examples_per_parameter` (the small-data rule, `small_data`); ODIR:
+`off_diagonal_l2`, `intercept_l2`.) `METHODS` lists them
 and `LAYERS` maps each to its layer class; `calibrate`, `fit_calibrator` and
 the main job's `--calibrators` read this table.
 """
@@ -60,7 +61,7 @@ class _Entry(NamedTuple):
 
 
 _TEMPERATURE_OPTIONS = ("estimator", "prior_scale", "bounds")
-_LBFGS_OPTIONS = ("max_iterations", "tolerance")
+_LBFGS_OPTIONS = ("max_iterations", "tolerance", "examples_per_parameter")
 _ODIR_OPTIONS = ("off_diagonal_l2", "intercept_l2")
 
 
@@ -131,6 +132,17 @@ def fit_calibrator(
     `"temperature"`) when the fit did not converge, the map is extreme or
     the fit rests on too few examples; the report says which.
 
+    Small validation sets (the small-data rule, `keras_ils.calibration.small_data`):
+    an affine map (`"vector"`, `"matrix"`, `"dirichlet"`) fitted on fewer
+    than `examples_per_parameter` (10) examples per parameter is the maximum
+    a posteriori map under a Gaussian prior centred on temperature scaling's
+    map, its precision chosen by 5-fold cross-validation on the validation
+    set (temperature scaling's map itself when that is best within one
+    standard error; status `"regularised"` or `"temperature"`), unless ODIR's
+    weights are given. The one-vs-rest methods choose their bins from the
+    data and keep every probability off 0. Every such fit warns that it rests
+    on too few examples. With enough examples the fits are the plain ones.
+
     Args:
         method: one of `METHODS`; see the module's table.
         outputs: `[n, K]` validation logits (probabilities with
@@ -148,7 +160,9 @@ def fit_calibrator(
             `"matrix"` and `"dirichlet"`; default `0.01`);
             `max_iterations` (`>= 1`, default `1000`) and `tolerance`
             (the largest gradient entry at convergence, `> 0`, default
-            `1e-8`) of the L-BFGS fits; `num_bins` (`>= 1`, default `15`,
+            `1e-8`) of the L-BFGS fits; `examples_per_parameter` (`>= 0`,
+            default `10`; `0` turns the small-data rule off; `"vector"`,
+            `"matrix"`, `"dirichlet"`); `num_bins` (`>= 1`, default `15`,
             fewer on small sets by the square-root rule; `"histogram"`).
 
     Returns:
@@ -167,6 +181,12 @@ def fit_calibrator(
     >>> calibrated_logits = layer(logits)   # apply it to test logits
     >>> type(fit_calibrator("isotonic", 3.0 * logits, labels)).__name__
     'IsotonicCalibration'
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:   # 30 examples: the small-data rule
+    ...     warnings.simplefilter("always")
+    ...     _, fit = fit_calibrator("dirichlet", logits[:30], labels[:30], return_fit=True)
+    >>> fit.status, fit.prior_precision, caught[0].category.__name__   # temperature scaling's map was chosen
+    ('temperature', inf, 'CalibratorFitWarning')
 
     References:
         Guo et al. (2017); Kull et al. (2019); Zadrozny & Elkan (2001, 2002);

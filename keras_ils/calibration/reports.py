@@ -6,9 +6,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["MIN_EXAMPLES_PER_CLASS", "CalibratorFit", "CalibratorFitWarning", "few_examples", "mean_nll", "message"]
+__all__ = [
+    "MIN_EXAMPLES_PER_CLASS",
+    "CalibratorFit",
+    "CalibratorFitWarning",
+    "few_examples",
+    "mean_nll",
+    "message",
+    "rare_classes",
+    "small_set_clause",
+]
 
-MIN_EXAMPLES_PER_CLASS = 10  # a fit whose smallest class has fewer fitting examples is reported as resting on too few
+# a fit whose smallest class has fewer fitting examples rests on too few: 10 per parameter (the rule of
+# keras_ils.calibration.small_data) for the simplest one-vs-rest map of a class, two levels
+MIN_EXAMPLES_PER_CLASS = 20
 
 
 class CalibratorFitWarning(UserWarning):
@@ -27,15 +38,25 @@ class CalibratorFit(NamedTuple):
             nearly separates) or `"not_converged"`; for `"histogram"`,
             `"isotonic"` and `"ensemble_temperature"` also `"few_examples"`
             (some class has fewer than `MIN_EXAMPLES_PER_CLASS` fitting
-            examples, or the bins were fewer than asked for).
+            examples, or histogram binning has fewer than `num_bins` per
+            bin: the small-data fit of `keras_ils.calibration.one_vs_rest`);
+            the affine maps fitted by the small-data rule
+            (`keras_ils.calibration.small_data`) are `"regularised"` (the
+            prior's precision chosen by cross-validation) or `"temperature"`
+            (temperature scaling's map chosen), and with ODIR's weights given
+            on too few examples `"few_examples"`.
         num_examples: validation examples the fit saw.
         nll: the calibrated validation mean NLL.
         objective: what the fit minimised, at its optimum: `nll` plus the
             ODIR terms for the affine maps, the weights' mean squared error
             for `"ensemble_temperature"`, `nll` for the binning methods (which
             minimise nothing).
-        iterations: solver iterations (L-BFGS; `0` for the closed forms).
+        iterations: solver iterations (L-BFGS, or Newton's method for the
+            small-data rule; `0` for the closed forms).
         warning: the warning issued, or `None`.
+        prior_precision: for an affine map fitted by the small-data rule, the
+            precision of its prior that cross-validation chose (`math.inf`:
+            temperature scaling's map); else `None`.
     """
 
     method: str
@@ -45,19 +66,33 @@ class CalibratorFit(NamedTuple):
     objective: float
     iterations: int
     warning: str | None
+    prior_precision: float | None = None
 
 
-def few_examples(labels, num_classes: int) -> str | None:
-    """The clause for a fit whose smallest class has fewer than `MIN_EXAMPLES_PER_CLASS` examples, else `None`."""
+def rare_classes(labels, num_classes: int) -> str | None:
+    """`"3 of 6 classes have fewer than 20 examples (class 0: 5, ...)"`, or `None` when no class does."""
     counts = np.bincount(labels, minlength=num_classes)
     if counts.min() >= MIN_EXAMPLES_PER_CLASS:
         return None
     rare = np.flatnonzero(counts < MIN_EXAMPLES_PER_CLASS)
     listed = ", ".join(f"class {j}: {counts[j]}" for j in rare[:5]) + (", ..." if len(rare) > 5 else "")
+    return f"{len(rare)} of {num_classes} classes have fewer than {MIN_EXAMPLES_PER_CLASS} examples ({listed})"
+
+
+def few_examples(labels, num_classes: int) -> str | None:
+    """The clause for a fit whose smallest class has fewer than `MIN_EXAMPLES_PER_CLASS` examples, else `None`."""
+    rare = rare_classes(labels, num_classes)
+    if rare is None:
+        return None
+    return f"it rests on too few examples: {len(labels)} validation examples, and {rare}"
+
+
+def small_set_clause(reasons, floor: float, model_weight: float) -> str:
+    """What a one-vs-rest fit does on a small set (`keras_ils.calibration.one_vs_rest`), and why, as a clause."""
     return (
-        f"it rests on too few examples: {len(labels)} validation examples, and {len(rare)} of {num_classes} "
-        f"classes have fewer than {MIN_EXAMPLES_PER_CLASS} ({listed}); its probabilities are kept off 0, but "
-        "they are rough (temperature scaling needs less data)"
+        f"it rests on too few examples ({'; '.join(r for r in reasons if r)}), so its maps are mixed with the "
+        f"model's own probabilities (weight K / (n + K) = {model_weight:.3g}) and floored at 1 / (n K) = "
+        f"{floor:.3g}, which keeps them off 0, but they are rough (temperature scaling needs less data)"
     )
 
 

@@ -5,19 +5,33 @@ identity map, to a gradient of `tolerance`. A fit that did not converge, whose
 map separates the validation set, or whose map is extreme (a parameter beyond
 `EXTREME_PARAMETER` in size) reports it (see `CalibratorFit.status`), and
 `fit_calibrator` warns: none returns a map that overfits in silence.
+
+On fewer than `examples_per_parameter` (10) examples per parameter the fit is
+the small-data rule of `keras_ils.calibration.small_data`: the maximum a
+posteriori map under a Gaussian prior centred on temperature scaling's map,
+for each candidate precision by Newton's method (strictly convex, a few
+iterations on these small problems), the precision chosen by stratified
+5-fold cross-validation on the validation set with the one-standard-error
+rule.
 """
 
 from __future__ import annotations
+
+import itertools
+import math
+from typing import NamedTuple
 
 import keras
 import numpy as np
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, number_in, odir_refused
+from keras_ils.calibration import small_data
 from keras_ils.calibration.maps import AFFINE_LAYERS, DEFAULT_ODIR
-from keras_ils.calibration.reports import CalibratorFit
+from keras_ils.calibration.reports import CalibratorFit, message
+from keras_ils.calibration.temperature import DEFAULT_PRIOR_SCALE, _estimate
 
-__all__ = ["EXTREME_PARAMETER", "METHODS", "fit_affine"]
+__all__ = ["EXTREME_PARAMETER", "METHODS", "Penalty", "fit_affine", "minimise", "newton"]
 
 METHODS = tuple(AFFINE_LAYERS)
 EXTREME_PARAMETER = 100.0  # a scale of 100 is a temperature of 0.01, the end of temperature scaling's search
@@ -34,7 +48,22 @@ def _calibrated_logits(parameters, features, full):
     return (features @ weights if full else features * weights) + bias
 
 
-def _objective(parameters, features, labels, full, off_diagonal_l2, intercept_l2):
+class Penalty(NamedTuple):
+    """The fit's penalty: `off_diagonal * sum_{i != j} W_ij^2 + diagonal * sum_i (W_ii - centre)^2 + intercept * |b|^2`.
+
+    `W` is the kernel (vector scaling: its scale is the diagonal, and it has
+    no off-diagonal). ODIR is `Penalty(off_diagonal_l2 / (K (K - 1)), 0,
+    intercept_l2 / K)`; the small-data prior centred on temperature scaling's
+    map `beta * I` is `Penalty(p, p, p, beta)`, `p = precision / (2 n)`.
+    """
+
+    off_diagonal: float = 0.0
+    diagonal: float = 0.0
+    intercept: float = 0.0
+    centre: float = 0.0
+
+
+def _objective(parameters, features, labels, full, penalty):
     """`(objective, gradient, mean NLL)` of the affine map `parameters` on float64 `features [n, K]`."""
     n, k = features.shape
     weights, bias = _split(parameters, k, full)
@@ -47,14 +76,17 @@ def _objective(parameters, features, labels, full, off_diagonal_l2, intercept_l2
     residual = exponentials / normaliser
     residual[rows, labels] -= 1.0
     residual /= n
-    grad_bias = residual.sum(axis=0)
+    grad_bias = residual.sum(axis=0) + 2.0 * penalty.intercept * bias
+    diagonal = (np.diag(weights) if full else weights) - penalty.centre
+    objective = nll + penalty.diagonal * np.sum(diagonal**2) + penalty.intercept * np.sum(bias**2)
     if not full:
-        return nll, np.concatenate([(features * residual).sum(axis=0), grad_bias]), nll
+        grad_scale = (features * residual).sum(axis=0) + 2.0 * penalty.diagonal * diagonal
+        return objective, np.concatenate([grad_scale, grad_bias]), nll
     off_diagonal = weights * (1.0 - np.eye(k))
-    kernel_factor, bias_factor = off_diagonal_l2 / (k * (k - 1)), intercept_l2 / k
-    objective = nll + kernel_factor * np.sum(off_diagonal**2) + bias_factor * np.sum(bias**2)
-    grad_weights = features.T @ residual + 2.0 * kernel_factor * off_diagonal
-    return objective, np.concatenate([grad_weights.ravel(), grad_bias + 2.0 * bias_factor * bias]), nll
+    objective += penalty.off_diagonal * np.sum(off_diagonal**2)
+    grad_weights = features.T @ residual + 2.0 * penalty.off_diagonal * off_diagonal
+    grad_weights += 2.0 * penalty.diagonal * np.diag(diagonal)
+    return objective, np.concatenate([grad_weights.ravel(), grad_bias]), nll
 
 
 def _standardised(function, features, full):
@@ -184,6 +216,78 @@ def _diagnosis(method, parameters, features, labels, converged, iterations):
     return "fitted", None
 
 
+def minimise(features, labels, full, penalty, start, max_iterations, tolerance):
+    """`(parameters, objective, mean NLL, iterations, converged)` of the ODIR-penalised fit from `start` (L-BFGS)."""
+    objective = lambda p: _objective(p, features, labels, full, penalty)  # noqa: E731
+    standardised, to_parameters, from_parameters = _standardised(objective, features, full)
+    found, _, iterations, converged = _lbfgs(standardised, from_parameters(start), max_iterations, tolerance)
+    parameters = to_parameters(found)
+    value, _, nll = objective(parameters)
+    return parameters, float(value), float(nll), iterations, converged
+
+
+def _hessian(parameters, features, full, penalty):
+    """The objective's Hessian in `parameters` (kernel or scale first, then bias), `[P, P]`."""
+    n, k = features.shape
+    logits = _calibrated_logits(parameters, features, full)
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    covariance = p[:, :, None] * (np.eye(k) - p[:, None, :])  # [n, K, K]: diag(p_i) - p_i p_i^T
+    if full:  # logits = [x, 1] @ [[W], [b]]
+        augmented = np.concatenate([features, np.ones((n, 1))], axis=1)
+        outer = augmented[:, :, None] * augmented[:, None, :]  # [n, K + 1, K + 1]
+        hessian = np.tensordot(outer, covariance, axes=(0, 0)).transpose(0, 2, 1, 3).reshape(k * k + k, k * k + k)
+        curvature = np.full((k + 1, k), 2.0 * penalty.off_diagonal)
+        curvature[np.arange(k), np.arange(k)] = 2.0 * penalty.diagonal
+        curvature[k] = 2.0 * penalty.intercept
+    else:  # logits_ij = x_ij s_j + b_j
+        augmented = np.stack([features, np.ones_like(features)])
+        hessian = np.einsum("uij,vil,ijl->ujvl", augmented, augmented, covariance, optimize=True).reshape(2 * k, 2 * k)
+        curvature = np.concatenate([np.full(k, 2.0 * penalty.diagonal), np.full(k, 2.0 * penalty.intercept)])
+    return hessian / n + np.diag(curvature.ravel())
+
+
+def newton(features, labels, full, penalty, start, max_iterations, tolerance):
+    """`(parameters, iterations, converged)`: damped Newton's method on an objective every penalty term curves.
+
+    With every weight of `penalty` positive the objective is strictly convex,
+    and Newton's method (a backtracking Armijo search on each full step)
+    converges in a few iterations on the small problems it is used for; a
+    step that cannot lower the value ends it, as converged when the gradient
+    is within `sqrt(tolerance)` (rounding then limits the value).
+    """
+    x = np.asarray(start, np.float64)
+    value, gradient, _ = _objective(x, features, labels, full, penalty)
+    for iteration in range(max_iterations):
+        if np.max(np.abs(gradient)) <= tolerance:
+            return x, iteration, True
+        direction = np.linalg.solve(_hessian(x, features, full, penalty), -gradient)
+        slope, step = gradient @ direction, 1.0
+        while True:
+            candidate = x + step * direction
+            new_value, new_gradient, _ = _objective(candidate, features, labels, full, penalty)
+            if np.isfinite(new_value) and new_value <= value + 1e-4 * step * slope:
+                break
+            step *= 0.5
+            if step < 1e-10:
+                return x, iteration, bool(np.max(np.abs(gradient)) <= np.sqrt(tolerance))
+        if new_value >= value:  # accepted only by rounding: the value cannot fall any further
+            return x, iteration, bool(np.max(np.abs(gradient)) <= np.sqrt(tolerance))
+        x, value, gradient = candidate, new_value, new_gradient
+    return x, max_iterations, bool(np.max(np.abs(gradient)) <= tolerance)
+
+
+def _features(method, outputs, from_logits):
+    """What the map reads: `log p` of probabilities, `log_softmax(z)` for Dirichlet calibration, else the logits."""
+    if not from_logits:
+        _labels.check_probabilities(outputs)
+        return np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
+    if method == "dirichlet":
+        shifted = outputs - outputs.max(axis=1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return outputs
+
+
 def fit_affine(
     method: str,
     outputs,
@@ -192,6 +296,7 @@ def fit_affine(
     from_logits: bool = True,
     off_diagonal_l2: float | None = None,
     intercept_l2: float | None = None,
+    examples_per_parameter: float = small_data.EXAMPLES_PER_PARAMETER,
     max_iterations: int = 1000,
     tolerance: float = 1e-8,
 ):
@@ -200,39 +305,123 @@ def fit_affine(
     Minimises the validation mean NLL (plus ODIR for `"matrix"` and
     `"dirichlet"`; see `keras_ils.calibration.maps`) by L-BFGS in float64,
     from the identity map, to a largest gradient entry of `tolerance` within
-    `max_iterations`; `fit_calibrator` documents the arguments and warns.
+    `max_iterations`. On fewer than `examples_per_parameter` examples per
+    parameter, and unless ODIR's weights are given, the map is instead the
+    maximum a posteriori one under a prior centred on temperature scaling's
+    map, its precision cross-validated (`keras_ils.calibration.small_data`);
+    `fit_calibrator` documents the arguments and warns.
     """
     if method not in METHODS:
         raise invalid("method", f"one of {METHODS}", method)
     full = method != "vector"
-    if not full and (off_diagonal_l2 is not None or intercept_l2 is not None):
+    odir_given = off_diagonal_l2 is not None or intercept_l2 is not None
+    if not full and odir_given:
         raise odir_refused(method)
     integer_at_least("max_iterations", max_iterations, 1)
     tolerance = number_in("tolerance", tolerance, 0.0, low_open=True, expected="a float > 0")
+    examples_per_parameter = small_data.check_examples_per_parameter(examples_per_parameter)
     off_diagonal_l2 = (DEFAULT_ODIR if off_diagonal_l2 is None else off_diagonal_l2) if full else 0.0
     intercept_l2 = (DEFAULT_ODIR if intercept_l2 is None else intercept_l2) if full else 0.0
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2) if full else {}
     layer = AFFINE_LAYERS[method](**odir, from_logits=from_logits, trainable=False)  # checks the ODIR weights
 
     outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
-    if not from_logits:
-        _labels.check_probabilities(outputs)
-        features = np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
-    elif method == "dirichlet":
-        shifted = outputs - outputs.max(axis=1, keepdims=True)
-        features = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    features = _features(method, outputs, from_logits)
+    n, k = features.shape
+    too_few = small_data.too_few_clause(method, n, k, examples_per_parameter)
+    settings = (max_iterations, tolerance)
+    if too_few and not odir_given:
+        parameters, report = _small_data_fit(method, features, labels, too_few, settings)
     else:
-        features = outputs
-    k = features.shape[1]
-    objective = lambda p: _objective(p, features, labels, full, off_diagonal_l2, intercept_l2)  # noqa: E731
-    standardised, to_parameters, from_parameters = _standardised(objective, features, full)
-    start = from_parameters(np.concatenate([np.eye(k).ravel() if full else np.ones(k), np.zeros(k)]))
-    found, _, iterations, converged = _lbfgs(standardised, start, max_iterations, tolerance)
-    parameters = to_parameters(found)
-
+        penalty = Penalty(off_diagonal_l2 / (k * (k - 1)), 0.0, intercept_l2 / k) if full else Penalty()
+        start = np.concatenate([np.eye(k).ravel() if full else np.ones(k), np.zeros(k)])
+        parameters, value, nll, iterations, converged = minimise(features, labels, full, penalty, start, *settings)
+        status, text = _diagnosis(method, parameters, features, labels, converged, iterations)
+        if too_few:
+            status = "few_examples" if status == "fitted" else status
+            text = message(method, [f"{too_few}; the ODIR weights given are used as they are", _clause(method, text)])
+        report = CalibratorFit(method, status, n, nll, value, iterations, text)
     layer.build((None, k))
-    weights = parameters[: k * k].reshape(k, k) if full else parameters[:k]
-    layer.set_weights([weights, parameters[-k:]])
-    status, message = _diagnosis(method, parameters, features, labels, converged, iterations)
-    value, _, nll = objective(parameters)
-    return layer, CalibratorFit(method, status, len(labels), float(nll), float(value), iterations, message)
+    layer.set_weights([parameters[: k * k].reshape(k, k) if full else parameters[:k], parameters[-k:]])
+    return layer, report
+
+
+def _clause(method, text):
+    """A diagnosis' text without its `Calibrator fit (method): ` prefix and final stop, to join with others."""
+    return text[len(f"Calibrator fit ({method}): ") :].rstrip(".") if text else None
+
+
+def _temperature_map(features, labels, full):
+    """`(parameters of temperature scaling's maximum a posteriori map beta * I, beta)` on these features."""
+    k = features.shape[1]
+    beta = 1.0 / _estimate(features, labels, "map", DEFAULT_PRIOR_SCALE, None).temperature
+    return np.concatenate([beta * np.eye(k).ravel() if full else np.full(k, beta), np.zeros(k)]), beta
+
+
+def _prior(precision, num_examples, beta):
+    """The penalty of the prior `N(beta * I, 1 / precision)` on every parameter, per example (the mean NLL's scale)."""
+    weight = 0.0 if math.isinf(precision) else precision / (2.0 * num_examples)
+    return Penalty(weight, weight, weight, beta)
+
+
+def _prior_path(features, labels, full, settings):
+    """`(parameters, beta, iterations, converged)` for each of `PRIOR_PRECISIONS`, most regularised first.
+
+    Temperature scaling's map (an infinite precision) first; each finite
+    precision's fit is Newton's method from the previous one's map.
+    """
+    parameters, beta = _temperature_map(features, labels, full)
+    yield parameters, beta, 0, True
+    for precision in small_data.PRIOR_PRECISIONS[1:]:
+        penalty = _prior(precision, len(labels), beta)
+        parameters, iterations, converged = newton(features, labels, full, penalty, parameters, *settings)
+        yield parameters, beta, iterations, converged
+
+
+def _nll_each(parameters, features, labels, full):
+    """Each example's NLL under the map, `[n]`."""
+    logits = _calibrated_logits(parameters, features, full)
+    top = logits.max(axis=1)
+    log_normaliser = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+    return log_normaliser - logits[np.arange(len(labels)), labels]
+
+
+def _cross_validated_choice(features, labels, full, settings) -> int:
+    """The index in `PRIOR_PRECISIONS` that `NUM_FOLDS`-fold cross-validation chooses (one-standard-error rule)."""
+    if len(labels) < 2:
+        return 0  # nothing to hold out: temperature scaling's map
+    folds = small_data.stratified_folds(labels)
+    losses = np.zeros((len(small_data.PRIOR_PRECISIONS), len(labels)))
+    for fold in range(folds.max() + 1):
+        train, test = folds != fold, folds == fold
+        for c, (parameters, *_) in enumerate(_prior_path(features[train], labels[train], full, settings)):
+            losses[c, test] = _nll_each(parameters, features[test], labels[test], full)
+    return small_data.one_standard_error_choice(losses)
+
+
+def _small_data_fit(method, features, labels, too_few, settings):
+    """`(parameters, CalibratorFit)` of the small-data rule: the prior's precision chosen by cross-validation."""
+    full, n = method != "vector", len(labels)
+    chosen = _cross_validated_choice(features, labels, full, settings)
+    path = itertools.islice(_prior_path(features, labels, full, settings), chosen, None)
+    parameters, beta, iterations, converged = next(path)  # the path stops at the chosen precision
+    precision = small_data.PRIOR_PRECISIONS[chosen]
+    value = _objective(parameters, features, labels, full, _prior(precision, n, beta))[0]
+    cross_validation = f"{min(small_data.NUM_FOLDS, n)}-fold cross-validation on them (one-standard-error rule)"
+    if math.isinf(precision):
+        status = "temperature"
+        choice = (
+            f"{cross_validation} chose temperature scaling's map (T = {1.0 / beta:.4g}, its maximum a posteriori "
+            "fit) over every less regularised map, so that is the map"
+        )
+    else:
+        status = "regularised"
+        choice = (
+            "the map is the maximum a posteriori one under a Gaussian prior centred on temperature scaling's map "
+            f"(T = {1.0 / beta:.4g}) with precision {precision:g}, chosen by {cross_validation}"
+        )
+    if not converged:
+        status, choice = "not_converged", f"{choice}; Newton's method did not converge in {iterations} iterations"
+    nll = float(np.mean(_nll_each(parameters, features, labels, full)))
+    text = message(method, [too_few, choice])
+    return parameters, CalibratorFit(method, status, n, nll, float(value), iterations, text, precision)

@@ -83,12 +83,20 @@ class TestHistogram:
             counts = np.bincount(np.searchsorted(real, probabilities[:, j], side="left"), minlength=len(real) + 1)
             assert counts.min() > 0 and len(real) < 14  # merged, not empty
 
-    def test_square_root_rule_and_warning_on_small_sets(self, rng):
-        logits, labels = _task(rng, 30, k=6)
-        with pytest.warns(CalibratorFitWarning, match="30 validation examples fill 5 equal-mass bins") as record:
+    @pytest.mark.parametrize(
+        "n, k, bins, small",
+        [(30, 6, 10, True), (12, 3, 4, True), (100, 4, 15, True), (300, 3, 15, False), (3000, 4, 15, False)],
+    )
+    def test_bins_from_the_data(self, rng, n, k, bins, small):
+        # small sets (fewer than 15 examples a bin, or a class under 20): bins of at least 3, mixed with the model
+        logits, labels = _task(rng, n, k=k)
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
             layer, fit = fit_calibrator("histogram", logits, labels, return_fit=True)
-        assert "rests on too few examples" in str(record[0].message)
-        assert layer.num_bins == 5 and fit.status == "few_examples" and fit.num_examples == 30
+        assert layer.num_bins == bins and fit.status == ("few_examples" if small else "fitted")
+        assert layer.floor == pytest.approx(1 / (n * k) if small else 1 / n)
+        assert layer.model_weight == pytest.approx(k / (n + k) if small else 0.0)
+        assert len(record) == small and (not small or "rests on too few examples" in str(record[0].message))
 
     def test_one_bin_is_the_base_rates(self, rng, tmp_path):
         logits, labels = _task(rng, 200)
@@ -160,7 +168,8 @@ class TestIsotonic:
         assert fit.status == "few_examples"
         test = 30.0 * _task(rng, 2000, k=6)[0]  # far outside the fitted range too
         log_q = _np(layer(test))
-        assert np.isfinite(log_q).all() and log_q.min() >= np.log((1 / 30) / (6 + 6 / 30)) - 1e-5
+        # the renormalised maps' share, (1 - K / (n + K)), of a floor 1 / (n K) over a row total of at most K + K floors
+        assert np.isfinite(log_q).all() and log_q.min() >= np.log((30 / 36) * (1 / 180) / (6 + 6 / 180)) - 1e-5
 
     def test_identity_when_built_directly(self, rng):
         layer = IsotonicCalibration(num_thresholds=3, from_logits=False)

@@ -288,9 +288,9 @@ class TestCalibrate:
 class TestDiagnosis:
     @pytest.mark.parametrize("method", ["vector", "matrix", "dirichlet"])
     def test_separated_validation_set_is_said(self, rng, method):
-        labels = rng.integers(0, 3, 60)
-        z = rng.normal(size=(60, 3)) + 6 * np.eye(3)[labels]
-        with pytest.warns(CalibratorFitWarning, match="classifies all 60 validation examples correctly"):
+        labels = rng.integers(0, 3, 600)  # enough examples per parameter for the plain fit (small_data)
+        z = rng.normal(size=(600, 3)) + 6 * np.eye(3)[labels]
+        with pytest.warns(CalibratorFitWarning, match="classifies all 600 validation examples correctly"):
             _, fit = fit_calibrator(method, z, labels, return_fit=True)
         assert fit.status == "separated"
 

@@ -26,8 +26,10 @@ CONFIGURED = {  # a layer of each class with every constructor argument away fro
     "vector": lambda: LAYERS["vector"](from_logits=False, name="v"),
     "matrix": lambda: LAYERS["matrix"](off_diagonal_l2=0.5, intercept_l2=0.25, from_logits=False, name="m"),
     "dirichlet": lambda: LAYERS["dirichlet"](off_diagonal_l2=0.5, intercept_l2=0.25, from_logits=False, name="d"),
-    "histogram": lambda: HistogramBinning(num_bins=7, floor=0.01, from_logits=False, name="h"),
-    "isotonic": lambda: IsotonicCalibration(num_thresholds=9, floor=0.02, from_logits=False, name="i"),
+    "histogram": lambda: HistogramBinning(num_bins=7, floor=0.01, from_logits=False, model_weight=0.1, name="h"),
+    "isotonic": lambda: IsotonicCalibration(
+        num_thresholds=9, floor=0.02, from_logits=False, model_weight=0.2, name="i"
+    ),
     "ensemble_temperature": lambda: EnsembleTemperatureScaling(2.0, (0.5, 0.3, 0.2), from_logits=False, name="e"),
 }
 
