@@ -162,8 +162,8 @@ def fit_calibrator(
             (the largest gradient entry at convergence, `> 0`, default
             `1e-8`) of the L-BFGS fits; `examples_per_parameter` (`>= 0`,
             default `10`; `0` turns the small-data rule off; `"vector"`,
-            `"matrix"`, `"dirichlet"`); `num_bins` (`>= 1`, default `15`,
-            fewer on small sets by the square-root rule; `"histogram"`).
+            `"matrix"`, `"dirichlet"`); `num_bins` (`>= 1`, default `15`;
+            on small sets as many as hold 3 examples each; `"histogram"`).
 
     Returns:
         The fitted layer, built and with `trainable=False`; `(layer, report)`
