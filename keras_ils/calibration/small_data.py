@@ -21,6 +21,10 @@ The rule, for the affine maps (vector, matrix, Dirichlet):
   temperature scaling's map itself (an infinite precision), by the
   one-standard-error rule (Hastie et al. 2009, §7.10): the most regularised
   candidate whose held-out NLL is within one standard error of the best;
+- where that cross-validation would cost too much (`n P^2` above
+  `MAX_CROSS_VALIDATION_WORK`, 2e7; never up to 10 classes, but a matrix map
+  of 12 classes on 1,000 examples or a Dirichlet map of 100 classes), or with
+  one example, the map is temperature scaling's;
 - and `fit_calibrator` warns (`CalibratorFitWarning`) with the numbers and
   the choice. With enough examples nothing changes: the fit is the plain
   (ODIR-regularised) one.
@@ -60,6 +64,7 @@ from keras_ils._checks import number_in
 
 __all__ = [
     "EXAMPLES_PER_PARAMETER",
+    "MAX_CROSS_VALIDATION_WORK",
     "NUM_FOLDS",
     "PRIOR_PRECISIONS",
     "check_examples_per_parameter",
@@ -71,6 +76,8 @@ __all__ = [
 
 EXAMPLES_PER_PARAMETER = 10
 NUM_FOLDS = 5
+# n * P^2 (the work of one Hessian) above which the prior is not cross-validated: temperature scaling's map
+MAX_CROSS_VALIDATION_WORK = 2e7
 # candidate prior precisions, most regularised first after temperature scaling's map itself (math.inf)
 PRIOR_PRECISIONS = (math.inf, 1e4, 1e3, 1e2, 1e1, 1.0, 0.1)
 

@@ -227,24 +227,33 @@ def minimise(features, labels, full, penalty, start, max_iterations, tolerance):
 
 
 def _hessian(parameters, features, full, penalty):
-    """The objective's Hessian in `parameters` (kernel or scale first, then bias), `[P, P]`."""
+    """The objective's Hessian in `parameters` (kernel or scale first, then bias), `[P, P]`.
+
+    Per example the NLL's Hessian in the logits is `diag(p) - p p^T`; with the
+    logits linear in the parameters this is `sum_i J_i^T (diag(p_i) - p_i p_i^T) J_i / n`,
+    formed as a diagonal part and one Gram matrix.
+    """
     n, k = features.shape
     logits = _calibrated_logits(parameters, features, full)
     p = np.exp(logits - logits.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
-    covariance = p[:, :, None] * (np.eye(k) - p[:, None, :])  # [n, K, K]: diag(p_i) - p_i p_i^T
-    if full:  # logits = [x, 1] @ [[W], [b]]
+    if full:  # logits = [x, 1] @ [[W], [b]]: J_i v = [x_i, 1] @ V
         augmented = np.concatenate([features, np.ones((n, 1))], axis=1)
-        outer = augmented[:, :, None] * augmented[:, None, :]  # [n, K + 1, K + 1]
-        hessian = np.tensordot(outer, covariance, axes=(0, 0)).transpose(0, 2, 1, 3).reshape(k * k + k, k * k + k)
+        outer = (augmented[:, :, None] * p[:, None, :]).reshape(n, (k + 1) * k)
+        hessian = -(outer.T @ outer).reshape(k + 1, k, k + 1, k)
+        diagonal = np.einsum("ia,ic,ij->jac", augmented, augmented, p, optimize=True)
+        hessian[:, np.arange(k), :, np.arange(k)] += diagonal
         curvature = np.full((k + 1, k), 2.0 * penalty.off_diagonal)
         curvature[np.arange(k), np.arange(k)] = 2.0 * penalty.diagonal
         curvature[k] = 2.0 * penalty.intercept
     else:  # logits_ij = x_ij s_j + b_j
-        augmented = np.stack([features, np.ones_like(features)])
-        hessian = np.einsum("uij,vil,ijl->ujvl", augmented, augmented, covariance, optimize=True).reshape(2 * k, 2 * k)
+        outer = np.concatenate([features * p, p], axis=1)
+        hessian = -(outer.T @ outer).reshape(2, k, 2, k)
+        for u, v, values in ((0, 0, features * features * p), (0, 1, features * p), (1, 0, features * p), (1, 1, p)):
+            hessian[u, np.arange(k), v, np.arange(k)] += values.sum(axis=0)
         curvature = np.concatenate([np.full(k, 2.0 * penalty.diagonal), np.full(k, 2.0 * penalty.intercept)])
-    return hessian / n + np.diag(curvature.ravel())
+    size = k * k + k if full else 2 * k
+    return hessian.reshape(size, size) / n + np.diag(curvature.ravel())
 
 
 def newton(features, labels, full, penalty, start, max_iterations, tolerance):
@@ -386,29 +395,43 @@ def _nll_each(parameters, features, labels, full):
     return log_normaliser - logits[np.arange(len(labels)), labels]
 
 
-def _cross_validated_choice(features, labels, full, settings) -> int:
-    """The index in `PRIOR_PRECISIONS` that `NUM_FOLDS`-fold cross-validation chooses (one-standard-error rule)."""
-    if len(labels) < 2:
-        return 0  # nothing to hold out: temperature scaling's map
+def _cross_validated_choice(method, features, labels, settings) -> tuple:
+    """`(index in PRIOR_PRECISIONS, None)` chosen by cross-validation, or `(0, why)` where it is not run."""
+    full, (n, k) = method != "vector", features.shape
+    work = n * small_data.parameter_count(method, k) ** 2
+    if n < 2:
+        return 0, "one example leaves none to hold out"
+    if work > small_data.MAX_CROSS_VALIDATION_WORK:
+        return 0, (
+            f"a prior for {small_data.parameter_count(method, k)} parameters is not cross-validated on {n} examples "
+            f"(n P^2 = {work:.3g}, beyond the {small_data.MAX_CROSS_VALIDATION_WORK:.0e} that Newton's method is "
+            "given)"
+        )
     folds = small_data.stratified_folds(labels)
-    losses = np.zeros((len(small_data.PRIOR_PRECISIONS), len(labels)))
+    losses = np.zeros((len(small_data.PRIOR_PRECISIONS), n))
     for fold in range(folds.max() + 1):
         train, test = folds != fold, folds == fold
         for c, (parameters, *_) in enumerate(_prior_path(features[train], labels[train], full, settings)):
             losses[c, test] = _nll_each(parameters, features[test], labels[test], full)
-    return small_data.one_standard_error_choice(losses)
+    return small_data.one_standard_error_choice(losses), None
 
 
 def _small_data_fit(method, features, labels, too_few, settings):
     """`(parameters, CalibratorFit)` of the small-data rule: the prior's precision chosen by cross-validation."""
     full, n = method != "vector", len(labels)
-    chosen = _cross_validated_choice(features, labels, full, settings)
+    chosen, not_cross_validated = _cross_validated_choice(method, features, labels, settings)
     path = itertools.islice(_prior_path(features, labels, full, settings), chosen, None)
     parameters, beta, iterations, converged = next(path)  # the path stops at the chosen precision
     precision = small_data.PRIOR_PRECISIONS[chosen]
     value = _objective(parameters, features, labels, full, _prior(precision, n, beta))[0]
     cross_validation = f"{min(small_data.NUM_FOLDS, n)}-fold cross-validation on them (one-standard-error rule)"
-    if math.isinf(precision):
+    if not_cross_validated:
+        status = "temperature"
+        choice = (
+            f"the map is temperature scaling's (T = {1.0 / beta:.4g}, its maximum a posteriori fit): "
+            f"{not_cross_validated}"
+        )
+    elif math.isinf(precision):
         status = "temperature"
         choice = (
             f"{cross_validation} chose temperature scaling's map (T = {1.0 / beta:.4g}, its maximum a posteriori "

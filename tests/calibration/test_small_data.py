@@ -27,6 +27,7 @@ from keras_ils.calibration import (
     IsotonicCalibration,
     fit_calibrator,
     fit_temperature,
+    solvers,
 )
 from keras_ils.calibration.small_data import PRIOR_PRECISIONS
 
@@ -189,6 +190,25 @@ class TestAffineRule:
         want = _scipy_map_fit("vector", logits, labels, (0.0, 0.0, 0.0, 0.0))
         got, expected = _affine_map("vector", _weights(layer), logits), _affine_map("vector", want, logits)
         assert _nll(got, labels) <= _nll(expected, labels) + 1e-6
+
+    @pytest.mark.parametrize("method", AFFINE)
+    def test_newton_reaches_scipys_optimum_of_the_prior(self, method):
+        logits, labels = _draw(np.random.default_rng(4), 40, 2.0, 2.0, k=4)
+        features = log_softmax(logits, axis=1) if method == "dirichlet" else logits
+        full, weight = method != "vector", 3.0 / 80  # precision 3 on 40 examples, centred on 0.7 * identity
+        start = np.concatenate([np.eye(4).ravel() if full else np.ones(4), np.zeros(4)])
+        penalty = solvers.Penalty(weight, weight, weight, 0.7)
+        got, iterations, converged = solvers.newton(features, labels, full, penalty, start, 100, 1e-10)
+        assert converged and iterations <= 20  # Newton's method with an exact Hessian: a few steps
+        want = _scipy_map_fit(method, logits, labels, (weight, weight, weight, 0.7))
+        np.testing.assert_allclose(got, want, atol=1e-4)
+
+    def test_too_costly_or_single_examples_are_temperature_scaling(self):
+        logits, labels = _draw(np.random.default_rng(5), 1000, 1.0, 2.0, k=12)  # n P^2 = 1000 * 156^2 > 2e7
+        _, fit = _quiet_fit("matrix", logits, labels)
+        assert fit.status == "temperature" and "is not cross-validated on 1000 examples" in fit.warning
+        _, fit = _quiet_fit("dirichlet", logits[:1], labels[:1])
+        assert fit.status == "temperature" and "one example leaves none to hold out" in fit.warning
 
     @pytest.mark.parametrize("value", [-1, float("nan"), "10"])
     def test_bad_examples_per_parameter(self, value):
