@@ -28,9 +28,10 @@ nothing else lists method names. Adding a method is one loss plus one
 
 The calibration losses after ILS (Focal to OLS) are the peers a user compares
 ILS with; their grids are their authors' (the same for `"paper"` and
-`"synthetic"`). The engine trains every method but BS_Soft, Beta and OLS,
-whose targets follow the student (`ids(engine=False)`); OLS's loss needs its
-`OnlineLabelSmoothingCallback` in every `model.fit` (`Method.callbacks`).
+`"synthetic"`). The vectorised engine trains every method but BS_Soft and
+Beta (`ids(engine=False)`), the calibration losses with their loss terms
+(`Method.engine_loss`); in `model.fit`, OLS's loss needs its
+`OnlineLabelSmoothingCallback` (`Method.callbacks`).
 
 Example:
 
@@ -303,7 +304,7 @@ def ids(
     >>> ids(selectable=True)
     ('dis', 'cls', 'bs_soft', 'beta', 'ls', 'ils1', 'ils2', 'ils', 'focal', 'flsd53', 'mbls', 'mmce', 'mdca', 'ols')
     >>> ids(engine=False)
-    ('bs_soft', 'beta', 'ols')
+    ('bs_soft', 'beta')
     """
     wanted = {"tunable": tunable, "engine": engine, "reads_teacher": reads_teacher}
     return tuple(
@@ -421,6 +422,8 @@ _CALIBRATION_LOSSES = (
         make_loss=lambda num_classes, alpha: losses.OnlineLabelSmoothing(num_classes, alpha=alpha),
         hyperparameters=("alpha",),
         grids=_authors_grid("alpha", (0.25, 0.5, 0.75)),
+        targets=_one_hot,
+        engine_loss=lambda num_classes, alpha: {"ols_weight": 1.0 - alpha},  # the engine's own soft labels, per slot
         callbacks=lambda loss: [losses.OnlineLabelSmoothingCallback(loss)],
     ),
 )

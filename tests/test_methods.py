@@ -69,8 +69,8 @@ def test_the_paper_comparison_in_the_papers_order_then_the_calibration_losses():
 def test_filters():
     assert methods.ids(tunable=True) == tuple(TUNED) + tuple(AUTHORS)
     assert methods.ids(reads_teacher=True) == ("dis", "cls", "ils1", "ils2", "ils")
-    # BS_Soft, Beta and OLS read the student's own predictions: only model.fit trains them
-    assert methods.ids(engine=False) == ("bs_soft", "beta", "ols")
+    # BS_Soft and Beta read the student's own predictions: only model.fit trains them
+    assert methods.ids(engine=False) == ("bs_soft", "beta")
     assert methods.get("cls").borrows == ("epsilon",) and methods.get("beta").borrows == ("epsilon",)
     assert not any(methods.get(m).borrows or methods.get(m).reads_teacher for m in CALIBRATION_LOSSES)
 
@@ -168,6 +168,7 @@ def test_calibration_losses_settings_engine_parameters_and_callbacks():
         "mbls": ({"margin": 4.0}, {"mbls_margin": 4.0, "mbls_alpha": 0.1}),
         "mmce": ({"weight": 8.0}, {"mmce_weight": 8.0}),
         "mdca": ({"beta": 15.0}, {"mdca_beta": 15.0}),
+        "ols": ({"alpha": 0.25}, {"ols_weight": 0.75}),  # the weight of the soft labels, 1 - alpha
     }
     one_hot = np.eye(3)[[0, 2, 1]]
     for method_id, (values, parameters) in expected.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_ils.experiments.engine.loss_terms import batch_losses
+from keras_ils.experiments.engine import loss_terms
 from keras_ils.experiments.engine.stacked_mlps import forward, pairs
 
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
@@ -52,6 +52,43 @@ def _batch_mean_weights(n_val, batch_size):
     return 1.0 / tf.cast(num_batches * size, tf.float32)
 
 
+def _step_function(terms, learning_rate, weight_decay):
+    """One mini-batch step of every slot: `(weights, Adam's moments, steps, OLS's statistics) -> the same, updated`."""
+    online = "ols" in terms
+
+    def step(flat, moments, velocities, steps, statistics, data, rows):
+        x, targets, loss_parameters, soft_labels = data
+        x_batch = tf.gather(x, rows, batch_dims=1)
+        t_batch = tf.gather(targets, rows, batch_dims=1)
+        trained_on = t_batch
+        if online:  # each slot's soft labels mixed into its targets
+            weight = loss_parameters[:, loss_terms.columns(terms).index("ols_weight")]
+            trained_on = loss_terms.online_targets(t_batch, soft_labels, weight)
+        with tf.GradientTape() as tape:
+            tape.watch(flat)
+            logits = forward(pairs(flat), x_batch)
+            loss = tf.reduce_sum(loss_terms.batch_losses(logits, trained_on, loss_parameters, terms))
+        grads = tape.gradient(loss, flat)
+        if weight_decay:
+            grads = [g + weight_decay * w for g, w in zip(grads, flat, strict=True)]
+        steps = steps + 1.0
+        flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
+        if online:
+            statistics = list(loss_terms.online_statistics(logits, t_batch, *statistics))
+        return flat, moments, velocities, steps, statistics
+
+    return step
+
+
+def _validation_loss(flat, state, validation_loss, batch_size):
+    """`[slots]` the hard-label validation cross-entropy: the mean, or the mean of per-batch means."""
+    val_logits = forward(pairs(flat), state["x_val"])
+    val_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=state["y_val"], logits=val_logits)
+    if validation_loss == "batch_mean":
+        return tf.reduce_sum(val_ce * _batch_mean_weights(tf.shape(val_ce)[1], batch_size), axis=-1)
+    return tf.reduce_mean(val_ce, axis=-1)
+
+
 def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean", terms=()):
     """One epoch of every slot: the mini-batch steps, then validation, best-weights and patience bookkeeping.
 
@@ -67,7 +104,8 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
     batches of `batch_size` instead of all points at once. `terms` are the
     loss terms compiled into the training loss (`loss_terms.TERMS`; `()`:
     cross-entropy against the targets), their per-slot parameters read
-    from the state's `loss_parameters`.
+    from the state's `loss_parameters`; with `"ols"`, the state's
+    `soft_labels` are trained too (updated at the epoch's end).
 
     The function is called as `epoch(state, active, order)`: `state` is
     `SlotPool.state` (weights, Adam's moments and steps, the best weights and
@@ -81,50 +119,38 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
     if key in _EPOCH_FUNCTIONS:
         return _EPOCH_FUNCTIONS[key]
     full_batches, last_batch = divmod(n_train, batch_size)
-
-    def step(flat, moments, velocities, steps, data, rows):
-        x, targets, loss_parameters = data
-        x_batch = tf.gather(x, rows, batch_dims=1)
-        t_batch = tf.gather(targets, rows, batch_dims=1)
-        with tf.GradientTape() as tape:
-            tape.watch(flat)
-            logits = forward(pairs(flat), x_batch)
-            loss = tf.reduce_sum(batch_losses(logits, t_batch, loss_parameters, terms))
-        grads = tape.gradient(loss, flat)
-        if weight_decay:
-            grads = [g + weight_decay * w for g, w in zip(grads, flat, strict=True)]
-        steps = steps + 1.0
-        flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
-        return flat, moments, velocities, steps
+    online = "ols" in terms  # OLS: soft labels in the state, the epoch's statistics carried through its steps
+    step = _step_function(terms, learning_rate, weight_decay)
 
     def epoch(state, active, order):
         """`state` is `SlotPool.state`; returns its trained entries and the validation loss of every slot."""
         flat, moments, velocities, steps = state["params"], state["moments"], state["velocities"], state["steps"]
-        data = (state["x"], state["targets"], state["loss_parameters"])
+        data = (state["x"], state["targets"], state["loss_parameters"], state.get("soft_labels"))
+        statistics = []
+        if online:  # the epoch's sums of correct predictions per class [slots, K, K] and their counts [slots, K]
+            statistics = [tf.zeros_like(state["soft_labels"]), tf.zeros_like(state["soft_labels"][:, 0])]
 
         # the full mini-batches in a loop (one compiled body, whatever the epoch's length), then the short last one
-        def body(batch, flat, moments, velocities, steps):
+        def body(batch, *variables):
             rows = tf.slice(order, [0, batch * batch_size], [-1, batch_size])
-            return (batch + 1, *step(flat, moments, velocities, steps, data, rows))
+            return (batch + 1, *step(*variables, data, rows))
 
+        variables = (list(flat), list(moments), list(velocities), steps, statistics)
         if full_batches:  # a batch larger than the training set is one short batch
-            _, flat, moments, velocities, steps = tf.while_loop(
+            _, *variables = tf.while_loop(
                 lambda batch, *_: batch < full_batches,
                 body,
-                (tf.constant(0), list(flat), list(moments), list(velocities), steps),
+                (tf.constant(0), *variables),
                 maximum_iterations=full_batches,
             )
         if last_batch:
-            rows = order[:, full_batches * batch_size :]
-            flat, moments, velocities, steps = step(flat, moments, velocities, steps, data, rows)
-        val_logits = forward(pairs(flat), state["x_val"])
-        val_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=state["y_val"], logits=val_logits)
-        if validation_loss == "batch_mean":
-            val_loss = tf.reduce_sum(val_ce * _batch_mean_weights(tf.shape(val_ce)[1], batch_size), axis=-1)
-        else:
-            val_loss = tf.reduce_mean(val_ce, axis=-1)
+            variables = step(*variables, data, order[:, full_batches * batch_size :])
+        flat, moments, velocities, steps, statistics = variables
+        val_loss = _validation_loss(flat, state, validation_loss, batch_size)
         best, best_loss, wait = _keep_best(flat, state["best"], state["best_loss"], val_loss, state["wait"], active)
         trained = dict(params=flat, moments=moments, velocities=velocities, steps=steps, best=best)
+        if online:
+            trained["soft_labels"] = loss_terms.online_soft_labels(*statistics, state["soft_labels"])
         return dict(trained, best_loss=best_loss, wait=wait), val_loss
 
     function = tf.function(epoch, jit_compile=True if jit_compile else None, reduce_retracing=True)

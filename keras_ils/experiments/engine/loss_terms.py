@@ -21,6 +21,12 @@ of `m` examples:
   the slot's batch (top-label confidence, Laplacian kernel of width 0.4).
 - `mdca` (`keras_ils.losses.MDCALoss`): plus `mdca_beta` times the MDCA of the
   slot's batch, `mean_j |mean_i p_ij - mean_i t_ij|`.
+- `ols` (`keras_ils.losses.OnlineLabelSmoothing` with its callback): the
+  targets become `(1 - w) t + w S[label]`, `w = ols_weight` (`1 - alpha`),
+  `S` the slot's soft-label matrix, a state of the pool that starts uniform
+  (`initial_state`); every step counts the batch's correctly classified
+  predictions per true class (`online_statistics`) and the epoch's end makes
+  them the next `S` (`online_soft_labels`), as the callback does.
 
 Each slot's loss equals its Keras loss on the same batch, in value and
 gradient, and a slot trains as `model.fit` with that loss does
@@ -39,7 +45,17 @@ import tensorflow as tf
 from keras_ils._checks import invalid
 from keras_ils.losses.mmce import KERNEL_WIDTH
 
-__all__ = ["PARAMETERS", "TERMS", "batch_losses", "columns", "parameter_matrix"]
+__all__ = [
+    "PARAMETERS",
+    "TERMS",
+    "batch_losses",
+    "columns",
+    "initial_state",
+    "online_soft_labels",
+    "online_statistics",
+    "online_targets",
+    "parameter_matrix",
+]
 
 # every loss parameter and its term, in the order of the loss-parameter matrix's columns
 PARAMETERS = {
@@ -49,8 +65,9 @@ PARAMETERS = {
     "mbls_alpha": "mbls",
     "mmce_weight": "mmce",
     "mdca_beta": "mdca",
+    "ols_weight": "ols",
 }
-TERMS = ("focal", "mbls", "mmce", "mdca")
+TERMS = ("focal", "mbls", "mmce", "mdca", "ols")
 
 
 def columns(terms) -> tuple[str, ...]:
@@ -93,6 +110,45 @@ def parameter_matrix(parameters: Mapping | None, num_models: int) -> tuple[tuple
     for index, name in enumerate(columns(terms)):
         matrix[:, index] = values.get(name, 0.0)
     return terms, matrix
+
+
+def initial_state(terms, num_models: int, num_classes: int) -> dict:
+    """`{name: [num_models, ...] initial values}` of the pool's loss state: OLS's uniform soft labels, if used.
+
+    Example:
+
+    >>> initial_state(("ols",), 2, 3)["soft_labels"].shape, initial_state(("focal",), 2, 3)
+    ((2, 3, 3), {})
+    """
+    if "ols" not in terms:
+        return {}
+    return {"soft_labels": np.full((num_models, num_classes, num_classes), 1.0 / num_classes, np.float32)}
+
+
+def online_targets(targets, soft_labels, weight):
+    """OLS's targets `(1 - w) t + w S[argmax t]` of each slot: `targets` `[S, m, K]`, `soft_labels` `[S, K, K]`,
+    `weight` `[S]` (`w = 0`: the targets as they are)."""
+    rows = tf.gather(soft_labels, tf.argmax(targets, axis=-1, output_type=tf.int32), batch_dims=1)
+    weight = weight[:, None, None]
+    return (1.0 - weight) * targets + weight * rows
+
+
+def online_statistics(logits, targets, sums, counts):
+    """`(sums [S, K, K], counts [S, K])` plus the batch's: per true class (`argmax t`), the predicted distributions
+    of the correctly classified examples and their number (no gradient)."""
+    p = tf.stop_gradient(tf.exp(tf.nn.log_softmax(logits)))
+    labels = tf.argmax(targets, axis=-1, output_type=tf.int32)
+    correct = tf.cast(tf.equal(tf.argmax(p, axis=-1, output_type=tf.int32), labels), p.dtype)
+    members = tf.one_hot(labels, tf.shape(p)[-1], dtype=p.dtype) * correct[..., None]
+    return sums + tf.matmul(members, p, transpose_a=True), counts + tf.reduce_sum(members, axis=1)
+
+
+def online_soft_labels(sums, counts, previous):
+    """The next soft labels: row `y` the normalised sum of class `y`'s correct predictions, or `previous` row where
+    there was none (`keras_ils.losses.online.soft_labels_from_statistics`)."""
+    totals = tf.reduce_sum(sums, axis=-1, keepdims=True)
+    seen = (counts > 0) & (totals[..., 0] > 0)
+    return tf.where(seen[..., None], sums / tf.where(totals > 0, totals, tf.ones_like(totals)), previous)
 
 
 def _safe_sqrt(x):

@@ -34,15 +34,16 @@ class SlotPool:
     least `MIN_SLOTS`; the busy slots first, in their order), so few graph
     shapes are ever compiled.
     Slots without a model keep computing; their results are never read.
-    `loss_parameters` `[models, P]` are each model's loss parameters (the
-    columns of the epoch's loss terms, `loss_terms.parameter_matrix`);
-    `None`: none (`P = 0`).
+    `loss_data` are further float32 arrays, one row per model, that enter
+    each slot with its model: `loss_parameters` `[models, P]` (the columns
+    of the epoch's loss terms, `loss_terms.parameter_matrix`; `P = 0` when
+    absent) and the loss state's initial values (`loss_terms.initial_state`,
+    which the epoch updates).
     """
 
-    def __init__(self, x, targets, x_val, y_val, seeds, flat_init, size, loss_parameters=None):
-        if loss_parameters is None:
-            loss_parameters = np.zeros((len(seeds), 0), np.float32)
-        self.data = dict(x=x, targets=targets, x_val=x_val, y_val=y_val, loss_parameters=loss_parameters)
+    def __init__(self, x, targets, x_val, y_val, seeds, flat_init, size, loss_data=None):
+        loss_data = {"loss_parameters": np.zeros((len(seeds), 0), np.float32), **(loss_data or {})}
+        self.data = dict(x=x, targets=targets, x_val=x_val, y_val=y_val, **loss_data)
         self.seeds, self.flat_init = seeds, flat_init
         self.num_models = len(seeds)
         self.queue = list(range(self.num_models))[::-1]  # pop() from the end takes model 0 first
@@ -65,7 +66,7 @@ class SlotPool:
             targets=tf.zeros((size,) + targets.shape[1:]),
             x_val=tf.zeros((size,) + x_val.shape[1:]),
             y_val=tf.zeros((size,) + y_val.shape[1:], tf.int32),
-            loss_parameters=tf.zeros((size,) + loss_parameters.shape[1:]),
+            **{name: tf.zeros((size,) + np.shape(values)[1:]) for name, values in loss_data.items()},
         )
 
     @property
@@ -90,7 +91,7 @@ class SlotPool:
         self._scatter("best_loss", slots, np.full(len(slots), np.inf, np.float32))
         self._scatter("wait", slots, np.zeros(len(slots), np.int32))
         for name, values in self.data.items():
-            if values.size:  # no loss parameters: an empty matrix, nothing to scatter
+            if np.size(values):  # no loss parameters: an empty matrix, nothing to scatter
                 self._scatter(name, slots, values[models])
 
     def _scatter(self, name, slots, values):

@@ -8,9 +8,9 @@ is one row of stacked weights in `keras_ils.experiments.engine.vectorised.train_
 so the whole search is a few batched training calls instead of one
 `model.fit` per candidate. The engine trains every `keras_ils.methods` entry
 whose targets are fixed per example (`Method.engine`: No LS, LS, ILS1, ILS2,
-ILS, Dis, cLS, and Focal, FLSD-53, MbLS, MMCE, MDCA on one-hot targets with
-their loss terms, `Method.engine_loss`), each candidate's targets made once
-by its entry's `targets`:
+ILS, Dis, cLS, and Focal, FLSD-53, MbLS, MMCE, MDCA, OLS on one-hot targets
+with their loss terms, `Method.engine_loss`), each candidate's targets made
+once by its entry's `targets`:
 
 1. the No LS teacher and every candidate needing no teacher (LS, the
    calibration losses, these in a call of their own so that the others train
@@ -427,7 +427,7 @@ def _targets(x, labels, teacher_logits, method, hyperparameters, num_classes):
 def _train_stage(train, validation, configs, teacher_logits, settings) -> vectorised.TrainedMLPs:
     """Every model of `configs` on the training set, all from the seed's weights: those trained with cross-entropy
     against their targets in one call of the trainer, those whose loss has the engine's terms (`Method.engine_loss`:
-    focal, FLSD-53, MbLS, MMCE, MDCA) in another, so that the first train exactly as they would without the others."""
+    Focal, FLSD-53, MbLS, MMCE, MDCA, OLS) in another, so that the first train exactly as they would without them."""
     parameters = [methods.get(m).engine_parameters(train[2], **hp) for m, hp in configs]
     trained = []
     for rows in ([i for i, p in enumerate(parameters) if not p], [i for i, p in enumerate(parameters) if p]):

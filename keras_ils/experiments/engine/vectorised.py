@@ -15,8 +15,9 @@ reproduced exactly per model:
 - cross-entropy against fixed soft targets (compute them once with
   `keras_ils.targets.ils_targets`: ILS targets do not depend on the student),
   averaged over the mini-batch; with `loss_parameters`, each model's loss
-  also has the calibration losses' terms (focal, FLSD-53, MbLS, MMCE, MDCA:
-  `keras_ils.experiments.engine.loss_terms`), on its own mini-batch;
+  also has the calibration losses' terms (focal, FLSD-53, MbLS, MMCE, MDCA,
+  OLS's soft labels: `keras_ils.experiments.engine.loss_terms`), on its own
+  mini-batch;
 - Keras' `Adam` (`beta_1=0.9`, `beta_2=0.999`, `epsilon=1e-7`, its
   bias-correction form `lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`), one step
   counter per model;
@@ -263,7 +264,8 @@ def train_mlps(
         terms,
     )
     size = min(training.pool_size, len(x))
-    pool = SlotPool(x, targets, x_val, y_val, seeds, flat_init, size, parameter_matrix)
+    loss_data = {"loss_parameters": parameter_matrix, **loss_terms.initial_state(terms, len(x), targets.shape[-1])}
+    pool = SlotPool(x, targets, x_val, y_val, seeds, flat_init, size, loss_data)
     return _train(pool, epoch_fn, epochs=training.epochs, patience=training.patience, history=history)
 
 

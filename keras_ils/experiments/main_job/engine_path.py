@@ -2,13 +2,13 @@
 
 The methods whose targets are fixed per example (`keras_ils.methods.Method.engine`:
 No LS, LS, ILS1, ILS2, ILS, Dis, cLS, and the calibration losses Focal,
-FLSD-53, MbLS, MMCE, MDCA, whose loss terms the engine computes) train all
-their candidates side by side in
+FLSD-53, MbLS, MMCE, MDCA, OLS, whose loss terms the engine computes) train
+all their candidates side by side in
 `keras_ils.experiments.engine.students.search_students`. The others
-(BS_Soft, Beta and OLS, whose targets depend on the student) train by
+(BS_Soft and Beta, whose targets depend on the student) train by
 `model.fit` from the same seed's initial weights, after the engine, with
 the values they borrow taken from the engine's choices; one with several
-candidates of its own (OLS) is searched by KerasTuner (`keras_path.train_student`).
+candidates of its own is searched by KerasTuner (`keras_path.train_student`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The engine's calibration-loss terms (`loss_terms`): each slot's loss is its Keras loss, and trains as `model.fit`.
 
-The Keras losses (`keras_ils.losses.FocalLoss`, `MarginLabelSmoothingLoss`, `MMCELoss`, `MDCALoss`, built by the
-method registry) are the reference: per slot, in value and gradient, on a pool where every term is compiled and
-each slot uses one; then whole trainings against `model.fit` on the same initial weights and batches.
+The Keras losses (`keras_ils.losses.FocalLoss`, `MarginLabelSmoothingLoss`, `MMCELoss`, `MDCALoss`,
+`OnlineLabelSmoothing`, built by the method registry) are the reference: per slot, in value and gradient, on a pool
+where every term is compiled and each slot uses one; then whole trainings against `model.fit` (OLS with its
+callback) on the same initial weights and batches.
 """
 
 import keras
@@ -23,6 +24,7 @@ CONFIGS = [
     ("mbls", dict(margin=1.0)),
     ("mmce", dict(weight=4.0)),
     ("mdca", dict(beta=5.0)),
+    ("ols", dict(alpha=0.25)),
     ("none", {}),  # cross-entropy, with every term compiled around it
 ]
 
@@ -44,11 +46,14 @@ def _keras_value_and_gradient(loss, labels, logits):
     return float(value), tape.gradient(value, logits).numpy()
 
 
-def _engine_values_and_gradients(logits, targets, terms, matrix):
-    logits = tf.constant(logits)
+def _engine_values_and_gradients(logits, targets, terms, matrix, soft_labels=None):
+    logits, targets = tf.constant(logits), tf.constant(targets)
+    if "ols" in terms:  # the epoch's step mixes each slot's soft labels into its targets first
+        weight = tf.constant(matrix[:, loss_terms.columns(terms).index("ols_weight")])
+        targets = loss_terms.online_targets(targets, tf.constant(soft_labels), weight)
     with tf.GradientTape() as tape:
         tape.watch(logits)
-        values = loss_terms.batch_losses(logits, tf.constant(targets), tf.constant(matrix), terms)
+        values = loss_terms.batch_losses(logits, targets, tf.constant(matrix), terms)
         total = tf.reduce_sum(values)
     return values.numpy(), tape.gradient(total, logits).numpy()
 
@@ -61,9 +66,12 @@ def test_each_slot_is_its_keras_loss_in_value_and_gradient(rng, batch):
     targets = np.eye(num_classes, dtype=np.float32)[labels]
     terms, matrix = _pool_parameters(CONFIGS, num_classes)
     assert terms == loss_terms.TERMS
-    values, gradients = _engine_values_and_gradients(logits, targets, terms, matrix)
+    soft_labels = rng.dirichlet(np.ones(num_classes), size=(slots, num_classes)).astype(np.float32)  # OLS's S
+    values, gradients = _engine_values_and_gradients(logits, targets, terms, matrix, soft_labels)
     for slot, (method, hyperparameters) in enumerate(CONFIGS):
         loss = methods.get(method).loss(num_classes, **hyperparameters)
+        if method == "ols":
+            loss.soft_labels.assign(soft_labels[slot])
         want, want_gradient = _keras_value_and_gradient(loss, labels[slot], logits[slot])
         np.testing.assert_allclose(values[slot], want, rtol=1e-5, err_msg=method)
         np.testing.assert_allclose(gradients[slot], want_gradient, rtol=1e-4, atol=1e-7, err_msg=method)
@@ -75,7 +83,8 @@ def test_the_terms_change_the_loss_they_should():
     logits = (3.0 * rng.normal(size=(1, 16, 3))).astype(np.float32)
     targets = np.eye(3, dtype=np.float32)[rng.integers(0, 3, size=(1, 16))]
     plain, _ = _engine_values_and_gradients(logits, targets, (), np.zeros((1, 0), np.float32))
-    for parameters in ({"focal_gamma": [2.0]}, {"flsd53": [1.0]}, {"mbls_margin": [0.5], "mbls_alpha": [0.1]}):
+    changing = ({"focal_gamma": [2.0]}, {"flsd53": [1.0]}, {"mbls_margin": [0.5], "mbls_alpha": [0.1]})
+    for parameters in changing:
         terms, matrix = loss_terms.parameter_matrix(parameters, 1)
         value, _ = _engine_values_and_gradients(logits, targets, terms, matrix)
         assert abs(value[0] - plain[0]) > 1e-3, parameters
@@ -97,6 +106,28 @@ def test_gamma_zero_is_cross_entropy_with_finite_gradients_where_a_probability_i
     np.testing.assert_allclose(values[0], -np.mean(np.sum(targets[0] * log_p, -1)), rtol=1e-6)
     p = np.exp(log_p)
     np.testing.assert_allclose(gradients[0], (p - targets[0]) / 2, atol=1e-6)  # cross-entropy's gradient
+
+
+def test_the_soft_labels_learn_as_the_callbacks_do(rng):
+    """A pool's OLS statistics over two batches and the next soft labels equal `OnlineLabelSmoothing`'s after the
+    same batches (its `_accumulate` runs in every loss call) and `update_soft_labels`."""
+    slots, num_classes = 3, 4
+    batches = [(2.0 * rng.normal(size=(slots, 16, num_classes))).astype(np.float32) for _ in range(2)]
+    labels = [rng.integers(0, num_classes, size=(slots, 16)) for _ in range(2)]
+    previous = rng.dirichlet(np.ones(num_classes), size=(slots, num_classes)).astype(np.float32)
+    labels[0][2], labels[1][2] = (batches[0][2].argmax(-1) + 1) % 4, (batches[1][2].argmax(-1) + 1) % 4  # none right
+    statistics = (tf.zeros((slots, num_classes, num_classes)), tf.zeros((slots, num_classes)))
+    for logits, y in zip(batches, labels, strict=True):
+        statistics = loss_terms.online_statistics(logits, np.eye(num_classes, dtype=np.float32)[y], *statistics)
+    soft_labels = loss_terms.online_soft_labels(*statistics, tf.constant(previous)).numpy()
+    for slot in range(slots):
+        loss = methods.get("ols").loss(num_classes, alpha=0.5)
+        loss.soft_labels.assign(previous[slot])
+        for logits, y in zip(batches, labels, strict=True):
+            loss(y[slot], logits[slot])
+        loss.update_soft_labels()
+        np.testing.assert_allclose(soft_labels[slot], loss.soft_labels.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(soft_labels[2], previous[2])  # no correct prediction: the rows are kept
 
 
 class TestParameterMatrix:
@@ -127,8 +158,8 @@ def _epoch_batches(x, y, seed, epochs, batch_size=32):
     return dataset
 
 
-_SEEDS, _EPOCHS = [31, 32, 33, 34, 35], 3
-_TRAINED = CONFIGS[:5]
+_SEEDS, _EPOCHS = [31, 32, 33, 34, 35, 36], 3
+_TRAINED = CONFIGS[:6]
 
 
 @pytest.fixture(scope="module")
@@ -142,9 +173,10 @@ def fit_reference():
     for row, ((method, hyperparameters), seed) in enumerate(zip(_TRAINED, _SEEDS, strict=True)):
         model = models.mlp(3, (2,), hidden_layers=2, units=16)
         model.set_weights([np.asarray(w[row]) for pair in weights for w in pair])
+        loss = methods.get(method).loss(3, **hyperparameters)
         model.compile(
             optimizer=keras.optimizers.Adam(1e-2),
-            loss=methods.get(method).loss(3, **hyperparameters),
+            loss=loss,
             metrics=[NegativeLogLikelihood(from_logits=True)],
             run_eagerly=True,  # a few steps: cheaper than tracing a training step per loss
         )
@@ -156,6 +188,7 @@ def fit_reference():
             validation_data=(val.x, val.y),
             shuffle=False,
             verbose=0,
+            callbacks=methods.get(method).training_callbacks(loss),  # OLS's soft labels
         )
         fits.append((history.history["val_nll"], model.get_weights()))
     return train, val, weights, fits
@@ -163,7 +196,8 @@ def fit_reference():
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["tf-ops", "whole-epoch-xla"])
 def test_each_calibration_loss_trains_as_model_fit_does(jit_compile, fit_reference):
-    """All five in one pool (every term compiled, each slot its own), the last short batch included."""
+    """All six in one pool (every term compiled, each slot its own), the last short batch included; OLS's soft labels
+    are updated after the first and second epochs, so its third trains on learned ones."""
     train, val, weights, fits = fit_reference
     count = len(_TRAINED)
     assert len(train.x) % 32  # a short last batch: MMCE and MDCA are taken over it alone
@@ -178,7 +212,7 @@ def test_each_calibration_loss_trains_as_model_fit_does(jit_compile, fit_referen
         history=True,
         training=vectorised.MLPTraining(
             epochs=_EPOCHS, patience=100, hidden_layers=2, units=16, pool_size=4, jit_compile=jit_compile
-        ),  # pool_size=4: the fifth model waits for a slot
+        ),  # pool_size=4: the last models wait for a slot
         loss_parameters=dict(zip(loss_terms.columns(loss_terms.TERMS), matrix.T, strict=True)),
     )
     for row, (val_nll, keras_weights) in enumerate(fits):
