@@ -97,7 +97,9 @@ def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, cap
     names = ["No LS", "No LS + TempS", "No LS + VS", "ILS1", "ILS1 + TempS", "ILS1 + VS"]
     assert [row["model"] for row in results["rows"]] == names
     assert [row["candidates"] for row in results["rows"][3:]] == [25, 25, 25]
-    assert results["rows"][2]["temperature"] is None and results["rows"][2]["temperature_status"] == "fitted"
+    # 24 validation examples for vector scaling's 6 parameters: the small-data rule's fit (keras_ils.calibration)
+    assert results["rows"][2]["temperature"] is None
+    assert results["rows"][2]["temperature_status"] in ("regularised", "temperature")
     # every model saved takes the stored (raw) features: loaded without custom objects (keras_ils is imported), on
     # the file's x_test it gives its row's test NLL and accuracy; results.json records the preprocessing
     train_rows = stored[:120]  # the stratified split keeps 80 %: the statistics are those rows', checked loosely here
