@@ -46,7 +46,9 @@ def _float64_map(method, layer, outputs):
 @pytest.mark.parametrize("method", ["temperature", *sorted(AFFINE)])
 def test_calibrated_model_outputs_float32_and_keeps_the_argmax(rng, policy, method):
     model = _overconfident_model(rng)
-    x_val, y_val = _data(rng, model, 1000)
+    # 1,200 examples: at least 10 per parameter of the 10-class matrix and Dirichlet maps, so their fits are the
+    # plain ones (the small-data rule's cross-validated fits are tested in test_small_data.py, and cost more here)
+    x_val, y_val = _data(rng, model, 1200)
     x_test, _ = _data(rng, model, 3000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

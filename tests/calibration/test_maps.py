@@ -218,7 +218,9 @@ class TestLayers:
         assert type(loaded.layers[-1]) is LAYERS[method] and not loaded.layers[-1].trainable
         np.testing.assert_allclose(loaded.predict(x, verbose=0), calibrated.predict(x, verbose=0), rtol=1e-6)
 
-    @pytest.mark.parametrize("method", ["vector", "matrix", "dirichlet"])
+    @pytest.mark.parametrize(
+        "method", ["vector"] + [pytest.param(m, marks=pytest.mark.slow) for m in ("matrix", "dirichlet")]
+    )  # ~4 s each on 2 cores; the three layers share their float32 code (_float32)
     def test_trains_in_a_model_under_jit_compile_and_mixed_precision(self, rng, method):
         s, labels = _calibrated_task(rng, 256, 3)
         keras.mixed_precision.set_global_policy("mixed_float16")
