@@ -281,11 +281,33 @@ def _paired_table(found, names, seeds, rows, reference, metric):
     return lines
 
 
+def small_validation_rule(found):
+    """The issue's rule for calibrated rows: test NLL <= 2 x its uncalibrated row's + 0.1. `(broken, checked, worst)`."""
+    broken, checked, worst = [], 0, (0.0, None)
+    for (name, seed), results in sorted(found.items()):
+        for row in results["rows"]:
+            if " + " not in row["model"]:
+                continue
+            base = _value(results, row["model"].split(" + ")[0], "nll")
+            nll = row["all"]["nll"]
+            checked += 1
+            ratio = nll / base
+            if ratio > worst[0]:
+                worst = (ratio, f"{row['model']} on {name} seed {seed} ({nll:.3f} vs {base:.3f})")
+            if nll > 2.0 * base + 0.1:
+                broken.append(f"{row['model']} on {name} seed {seed}")
+    return broken, checked, worst
+
+
 def markdown(found, names, seeds, results):
     first = next(iter(found.values()))
     rows_of = views(first)
     counts = ", ".join(f"{name}: {sum((name, s) in found for s in seeds)}" for name in names)
-    lines = [f"Seeds per data set: {counts}.", ""]
+    broken, checked, worst = small_validation_rule(found)
+    lines = [f"Seeds per data set: {counts}.", "",
+             f"Calibrated rows whose test NLL exceeds 2 x their uncalibrated row's + 0.1: {len(broken)} of "
+             f"{checked}{': ' + ', '.join(broken) if broken else ''}. Largest ratio: {worst[0]:.2f} ({worst[1]}).",
+             ""]  # fmt: skip
     for view, title in (("as_trained", "Training methods as trained"),
                         ("temperature_scaled", "Training methods after temperature scaling"),
                         ("post_hoc_on_no_ls", "Post-hoc calibrators on the No LS network"),
