@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_methods,
         default=RUN_METHODS,
         help="students to train, comma-separated ids from 'keras-ils methods', or 'all' (every method there: the "
-        "paper's full comparison, dis,cls,bs_soft,beta,ls,ils1,ils2,ils) (default: ls,ils1,ils2,ils)",
+        "paper's comparison and the calibration losses) (default: ls,ils1,ils2,ils)",
     )
     run.add_argument("--epsilon", type=float, help="fix the LS / ILS2 smoothing factor instead of searching it")
     run.add_argument("--p1", type=float, help="fix ILS1 / ILS P1 instead of searching it")
