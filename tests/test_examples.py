@@ -58,6 +58,7 @@ def test_tune_synthetic_example_prints_ls_and_ils_beside_the_paper(tmp_path, cap
     assert out.count("  paper") == 4 and "temperature" in out
 
 
+@pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
 def test_synthetic_protocol_example_quick(tmp_path, capsys):
     summary = _load("synthetic_protocol").main(["--quick", "--replicates", "1", "--output-dir", str(tmp_path)])
     rows = {(r["method"], r["temps"]): r for r in summary["rows"]}

@@ -74,6 +74,7 @@ def piped_fixed_run(tmp_path_factory):
     return out, result
 
 
+@pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
 def test_run_with_fixed_values_trains_one_student_per_method(piped_fixed_run):
     out, result = piped_fixed_run
     results = json.loads((out / "results.json").read_text())
@@ -205,6 +206,7 @@ def test_unreadable_teacher_cache_fails_before_training(tmp_path, capsys, monkey
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # the piped run shared by three tests (~30 s on 2 cores; issue 22: default run <= 5 min)
 def test_output_directory_gets_ordinary_permissions(piped_fixed_run):
     out, _ = piped_fixed_run  # made under umask 022
     assert oct(out.stat().st_mode & 0o777) == oct(0o755)
@@ -390,6 +392,7 @@ def test_native_stderr_is_hidden_and_python_stderr_kept(hidden):
     assert result.returncode == 0 and result.stderr.splitlines() == expected
 
 
+@pytest.mark.slow  # the piped run shared by three tests (~30 s on 2 cores; issue 22: default run <= 5 min)
 def test_a_piped_run_prints_the_table_alone_and_no_tensorflow_logging(piped_fixed_run):
     _, result = piped_fixed_run
     lines = result.stdout.splitlines()
@@ -562,6 +565,7 @@ def test_tune_in_keras_tuners_distributed_mode_with_two_local_workers(tmp_path):
 
 
 class TestBenchmark:
+    @pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
     def test_quick_synthetic_protocol_writes_the_table_beside_the_papers(self, tmp_path, capsys):
         from keras_ils.experiments.data import synthetic
 
@@ -651,6 +655,7 @@ class TestRealData:
         np.savez(path, x_train=x[train], y_train=y[train], x_test=x[test], y_test=y[test])
         return str(path)
 
+    @pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
     def test_temperature_fits_are_reported_and_sane_and_a_rerun_replaces_the_results(self, tmp_path, capsys, wine):
         out = tmp_path / "run"
         assert cli.main(["run", "--dataset", wine, "--methods", "ls", "--epochs", "40", "--output-dir", str(out)]) == 0

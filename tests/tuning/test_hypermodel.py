@@ -168,7 +168,9 @@ class TestILSHyperModel:
 
 
 class TestSearch:
-    @pytest.mark.parametrize("algorithm", tuning.ALGORITHMS)
+    @pytest.mark.parametrize(  # ~13 s each on 2 cores: the default run searches the grid, `-m slow` every algorithm
+        "algorithm", [a if a == "grid" else pytest.param(a, marks=pytest.mark.slow) for a in tuning.ALGORITHMS]
+    )
     def test_every_keras_tuner_algorithm_selects_by_hard_label_validation_nll(self, tmp_path, synthetic, algorithm):
         splits, train, validation, counter = synthetic
         examples_before = float(counter.examples.numpy())
@@ -193,6 +195,7 @@ class TestSearch:
         history = best.metrics.get_history("val_nll")
         assert best.score == min(h.value[0] for h in history)
 
+    @pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
     def test_best_student_temperature_scaled_on_request(self, tmp_path, synthetic):
         splits, train, validation, _ = synthetic
         hypermodel = tuning.ILSHyperModel(_build_model, 3, method="ls", search_space={"epsilon": [0.05, 0.15]})
@@ -261,6 +264,7 @@ class TestSearch:
 
 
 class TestReproducibleTrials:
+    @pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
     def test_a_trial_resumed_in_a_new_search_scores_what_it_scores_uninterrupted(self, tmp_path, synthetic):
         """Trial 2 run after a restart (a fresh dataset, as in a new process) equals the uninterrupted run."""
         splits, _, validation, _ = synthetic

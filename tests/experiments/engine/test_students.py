@@ -147,6 +147,7 @@ class TestCrossFittedTeacher:
             counts = np.bincount(labels[rows], minlength=3)
             assert np.all(np.abs(counts - np.array([10, 20, 31]) / 5) <= 1)
 
+    @pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
     def test_each_example_is_scored_by_the_teacher_that_never_saw_it(self):
         x, y, x_val, y_val = _data(seed=5)
         folds = 3

@@ -184,6 +184,7 @@ def test_early_stopped_validation_loss_agrees_with_the_keras_recipe_within_seed_
     assert abs(difference.mean()) < 3 * noise + 0.01, (ours, theirs)
 
 
+@pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
 def test_each_model_trains_the_same_whatever_the_pool_size():
     """Refills and shrinks move models between slots; a model's training does not depend on its neighbours."""
     train, val = _replicate(7)
@@ -371,6 +372,7 @@ def test_engine_options_match_a_numpy_reference(jit_compile, batch_size, weight_
             np.testing.assert_allclose(mine, reference, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
 def test_weight_decay_changes_training_and_batch_mean_differs_from_mean_with_a_short_last_batch():
     """Guards against an option being silently ignored: each one changes the result it should."""
     rng = np.random.default_rng(0)

@@ -222,6 +222,7 @@ class TestFriedmanGate:
 
 
 class TestVectorPath:
+    @pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
     def test_killed_in_the_second_pair_then_resumed_without_retraining_the_first(self, tmp_path, monkeypatch, capsys):
         a, b = _npz(tmp_path / "a.npz", 0), _npz(tmp_path / "b.npz", 1)
         out = tmp_path / "tables"

@@ -134,4 +134,6 @@ def test_tune_takes_it_and_unknown_ids_are_usage_errors(throwaway, capsys):
         cli.main(["tune", "--methods", "throwaway,nope"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "usage: keras-ils tune" in err
-    assert "expected a comma-separated subset of ls,ils1,ils2,ils,focal,mbls,mmce,mdca,ols,throwaway; got 'throwaway,nope'" in err
+    assert (
+        "expected a comma-separated subset of ls,ils1,ils2,ils,focal,mbls,mmce,mdca,ols,throwaway; got 'throwaway,nope'"
+    ) in err

@@ -31,6 +31,7 @@ print(before, matplotlib.rcParams["backend"], matplotlib.get_backend())
 """
 
 
+@pytest.mark.slow  # ~10-30 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
 def test_plot_curves_leaves_the_matplotlib_backend_alone(tmp_path, fake_results):
     # a fresh process whose backend is svg: a library that called matplotlib.use("Agg") would leave agg
     (tmp_path / "summary.json").write_text(json.dumps(synthetic_protocol.summarise(fake_results())))
