@@ -4,6 +4,7 @@ import sys
 
 import matplotlib.image
 import numpy as np
+import pytest
 
 from keras_ils import plots
 
@@ -25,6 +26,7 @@ import sys
 
 import matplotlib
 import numpy as np
+import pytest
 
 from keras_ils import plots
 
@@ -35,6 +37,7 @@ print(before, matplotlib.rcParams["backend"], matplotlib.get_backend())
 """
 
 
+@pytest.mark.slow  # ~10 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
 def test_reliability_diagram_leaves_the_matplotlib_backend_alone(tmp_path):
     # a fresh process whose backend is svg: a library that called matplotlib.use("Agg") would leave agg
     env = dict(os.environ, MPLBACKEND="svg", TF_CPP_MIN_LOG_LEVEL="3")

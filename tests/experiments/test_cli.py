@@ -684,6 +684,7 @@ class TestRealData:
         assert "reliability_ls.png" not in pngs and "reliability_ils1.png" in pngs and len(pngs) == 5  # + comparison
         assert not (out / "model_ls.keras").exists() and (out / "model_ils1.keras").exists()
 
+    @pytest.mark.slow  # ~10 s on 2 cores (issue 22: default run <= 5 min); run with -m slow
     def test_the_authors_bounded_fit_on_request(self, tmp_path, wine):
         out = tmp_path / "run"
         argv = ["run", "--dataset", wine, "--methods", "ls", "--epochs", "2", "--temperature-fit", "authors"]
