@@ -24,10 +24,11 @@ holds the table and `fit_calibrator`, `model` holds `calibrate`.
 
 Small validation sets (tens of examples) are the normal case: `small_data`
 holds the rule that keeps every calibrator sane there. A vector, matrix or
-Dirichlet map with fewer than 10 validation examples per parameter is the
-maximum a posteriori map under a prior centred on temperature scaling's map,
-its precision cross-validated on the validation set (temperature scaling's
-map itself when nothing less regularised is better); histogram binning and
+Dirichlet map is the maximum a posteriori map under a prior centred on
+temperature scaling's map, its precision cross-validated on the validation
+set (temperature scaling's map itself when nothing less regularised is
+better, or when the chosen map separates the validation set, as a trained
+network's often is at any size); histogram binning and
 isotonic regression with a class under 20 examples are mixed with the
 model's own distribution (weight `K / (n + K)`) and floored off 0; every such
 fit warns (`CalibratorFitWarning`).

@@ -27,13 +27,15 @@ an L-BFGS in float64 numpy from the identity map, to a gradient of `tolerance`.
 Kull et al. choose `off_diagonal_l2` and `intercept_l2` by cross-validation on
 the calibration set; the defaults (`0.01` each) are a weak regularisation.
 
-On a small validation set (fewer than 10 examples per parameter: `2K` for
-vector scaling, `K^2 + K` for the others) `fit_calibrator` does not fit these
-objectives: unless ODIR's weights are given, the map is the maximum a
-posteriori one under a Gaussian prior centred on temperature scaling's map,
-its precision chosen by cross-validation on the validation set, and the fit
-warns (`keras_ils.calibration.small_data`). A map fitted so is an ordinary
-layer of its class.
+By default `fit_calibrator` does not fit these objectives as they stand: a
+trained network's validation logits are often nearly separable, and the plain
+fit then overfits them at any size. Unless ODIR's weights (or
+`prior_precision=0`) are given, the map is the maximum a posteriori one under
+a Gaussian prior centred on temperature scaling's map, its precision chosen by
+cross-validation on the validation set, and temperature scaling's map where
+the chosen one separates the validation set
+(`keras_ils.calibration.small_data`). A map fitted so is an ordinary layer of
+its class.
 
 With `from_logits=False` a layer takes and returns probabilities: it reads
 `log(p)` (clipped at `keras.config.epsilon()`) as its input, so matrix scaling
@@ -104,8 +106,8 @@ class VectorScaling(_CalibrationMap):
     """Per-class scale and bias on logits (Guo et al., 2017): `logits * scale + bias`.
 
     Initialised to the identity map (`scale = 1`, `bias = 0`); fitted by
-    `fit_calibrator("vector", ...)` (on fewer than `20 K` examples, by the
-    small-data rule of the module docstring) or trained in a model. With
+    `fit_calibrator("vector", ...)` (by the cross-validated rule of the module
+    docstring) or trained in a model. With
     `from_logits=False` the layer takes and returns probabilities:
     `softmax(log(p) * scale + bias)`.
 
@@ -181,8 +183,7 @@ class MatrixScaling(_ODIRMap):
     """A full affine map of the logits, `logits @ kernel + bias`, regularised with ODIR.
 
     Initialised to the identity map; fitted by `fit_calibrator("matrix", ...)`
-    (on fewer than `10 (K^2 + K)` examples, by the small-data rule of the
-    module docstring) or trained in a model, where the layer's losses are the
+    (by the cross-validated rule of the module docstring) or trained in a model, where the layer's losses are the
     ODIR terms (see the module docstring). With `from_logits=False` the layer takes and
     returns probabilities and maps `log(p)`, which is Dirichlet calibration.
 
@@ -221,9 +222,8 @@ class DirichletCalibration(_ODIRMap):
     the classwise-calibration method of the paper's group); with
     `from_logits=False` the layer takes probabilities `p` and returns
     `softmax(log(p) @ kernel + bias)`. Initialised to the identity map; fitted
-    by `fit_calibrator("dirichlet", ...)` (on fewer than `10 (K^2 + K)`
-    examples, by the small-data rule of the module docstring) or trained in a
-    model, where the layer's losses are the ODIR terms.
+    by `fit_calibrator("dirichlet", ...)` (by the cross-validated rule of the
+    module docstring) or trained in a model, where the layer's losses are the ODIR terms.
 
     Args:
         off_diagonal_l2: ODIR's weight on the off-diagonal of `kernel`, `>= 0`.

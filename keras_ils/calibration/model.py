@@ -50,8 +50,8 @@ def calibrate(
             `estimator`, `prior_scale` and `bounds` of the temperature fit
             (`"temperature"`, `"ensemble_temperature"`; the MAP fit by
             default), ODIR's `off_diagonal_l2` and `intercept_l2`
-            (`"matrix"`, `"dirichlet"`), `examples_per_parameter` (the
-            small-data rule of the affine maps; see `fit_calibrator`),
+            (`"matrix"`, `"dirichlet"`), `prior_precision` (the affine
+            maps' prior; see `fit_calibrator`),
             `num_bins` (`"histogram"`). On a small validation set every
             method stays sane and warns (`keras_ils.calibration.small_data`).
 

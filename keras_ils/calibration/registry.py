@@ -11,7 +11,7 @@
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | temperature, then simplex weights   | temperature fit  |
 
 (temperature fit: `estimator`, `prior_scale`, `bounds`; L-BFGS: `max_iterations`,
-`tolerance`, `examples_per_parameter` (the small-data rule, `small_data`); ODIR:
+`tolerance`, `prior_precision` (the affine maps' prior, `small_data`); ODIR:
 `off_diagonal_l2`, `intercept_l2`.) `METHODS` lists them
 and `LAYERS` maps each to its layer class; `calibrate`, `fit_calibrator` and
 the main job's `--calibrators` read this table.
@@ -61,7 +61,7 @@ class _Entry(NamedTuple):
 
 
 _TEMPERATURE_OPTIONS = ("estimator", "prior_scale", "bounds")
-_LBFGS_OPTIONS = ("max_iterations", "tolerance", "examples_per_parameter")
+_LBFGS_OPTIONS = ("max_iterations", "tolerance", "prior_precision")
 _ODIR_OPTIONS = ("off_diagonal_l2", "intercept_l2")
 
 
@@ -132,16 +132,18 @@ def fit_calibrator(
     `"temperature"`) when the fit did not converge, the map is extreme or
     the fit rests on too few examples; the report says which.
 
-    Small validation sets (the small-data rule, `keras_ils.calibration.small_data`):
-    an affine map (`"vector"`, `"matrix"`, `"dirichlet"`) fitted on fewer
-    than `examples_per_parameter` (10) examples per parameter is the maximum
-    a posteriori map under a Gaussian prior centred on temperature scaling's
-    map, its precision chosen by 5-fold cross-validation on the validation
-    set (temperature scaling's map itself when that is best within one
-    standard error; status `"regularised"` or `"temperature"`), unless ODIR's
-    weights are given. The one-vs-rest methods choose their bins from the
-    data and keep every probability off 0. Every such fit warns that it rests
-    on too few examples. With enough examples the fits are the plain ones.
+    The affine maps (`"vector"`, `"matrix"`, `"dirichlet"`) are fitted by
+    the rule of `keras_ils.calibration.small_data`: the maximum a posteriori
+    map under a Gaussian prior centred on temperature scaling's map, its
+    precision chosen by 5-fold cross-validation on the validation set
+    (status `"regularised"`, or `"temperature"` when temperature scaling's
+    map is best within one standard error, or when the chosen map
+    classifies every validation example correctly, which no held-out
+    example can then bound). A trained network's validation logits are
+    often nearly separable, and a plain fit on them overfits at any size.
+    ODIR's weights or `prior_precision=0` give the plain fit. The
+    one-vs-rest methods choose their bins from the data and keep every
+    probability off 0. A fit that rests on too few examples warns.
 
     Args:
         method: one of `METHODS`; see the module's table.
@@ -160,9 +162,10 @@ def fit_calibrator(
             `"matrix"` and `"dirichlet"`; default `0.01`);
             `max_iterations` (`>= 1`, default `1000`) and `tolerance`
             (the largest gradient entry at convergence, `> 0`, default
-            `1e-8`) of the L-BFGS fits; `examples_per_parameter` (`>= 0`,
-            default `10`; `0` turns the small-data rule off; `"vector"`,
-            `"matrix"`, `"dirichlet"`); `num_bins` (`>= 1`, default `15`;
+            `1e-8`) of the L-BFGS fits; `prior_precision` (`None`, the
+            default: chosen by cross-validation; a float `>= 0`, `0` for
+            the plain fit; `math.inf` for temperature scaling's map;
+            `"vector"`, `"matrix"`, `"dirichlet"`); `num_bins` (`>= 1`, default `15`;
             on small sets as many as hold 3 examples each; `"histogram"`).
 
     Returns:
@@ -175,8 +178,12 @@ def fit_calibrator(
     >>> logits = rng.normal(size=(20000, 3)) * 2.0   # calibrated: labels are drawn from their softmax
     >>> p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     >>> labels = (rng.random((20000, 1)) < p.cumsum(axis=1)).argmax(axis=1)
-    >>> layer = fit_calibrator("vector", logits * np.array([3.0, 1.0, 0.5]), labels)   # each class miscalibrated
-    >>> np.round(keras.ops.convert_to_numpy(layer.scale), 1)
+    >>> miscalibrated = logits * np.array([3.0, 1.0, 0.5])   # each class its own way
+    >>> layer, fit = fit_calibrator("vector", miscalibrated, labels, return_fit=True)
+    >>> np.round(keras.ops.convert_to_numpy(layer.scale), 1), fit.status   # shrunk a little toward one temperature
+    (array([0.3, 1. , 1.9], dtype=float32), 'regularised')
+    >>> plain = fit_calibrator("vector", miscalibrated, labels, prior_precision=0)   # the maximum-likelihood map
+    >>> np.round(keras.ops.convert_to_numpy(plain.scale), 1)
     array([0.3, 1. , 2. ], dtype=float32)
     >>> calibrated_logits = layer(logits)   # apply it to test logits
     >>> type(fit_calibrator("isotonic", 3.0 * logits, labels)).__name__

@@ -40,11 +40,12 @@ class CalibratorFit(NamedTuple):
             (some class has fewer than `MIN_EXAMPLES_PER_CLASS` fitting
             examples, or histogram binning has fewer than `num_bins` per
             bin: the small-data fit of `keras_ils.calibration.one_vs_rest`);
-            the affine maps fitted by the small-data rule
+            the affine maps fitted by their default rule
             (`keras_ils.calibration.small_data`) are `"regularised"` (the
             prior's precision chosen by cross-validation) or `"temperature"`
-            (temperature scaling's map chosen), and with ODIR's weights given
-            on too few examples `"few_examples"`.
+            (temperature scaling's map chosen), and plain fits (ODIR's
+            weights or `prior_precision=0` given) on fewer than 10 examples
+            per parameter `"few_examples"`.
         num_examples: validation examples the fit saw.
         nll: the calibrated validation mean NLL.
         objective: what the fit minimised, at its optimum: `nll` plus the
@@ -54,9 +55,9 @@ class CalibratorFit(NamedTuple):
         iterations: solver iterations (L-BFGS, or Newton's method for the
             small-data rule; `0` for the closed forms).
         warning: the warning issued, or `None`.
-        prior_precision: for an affine map fitted by the small-data rule, the
-            precision of its prior that cross-validation chose (`math.inf`:
-            temperature scaling's map); else `None`.
+        prior_precision: for an affine map fitted under the prior, the
+            precision of its prior, chosen by cross-validation or given
+            (`math.inf`: temperature scaling's map); else `None`.
     """
 
     method: str

@@ -1,4 +1,4 @@
-"""The calibrators' small-validation-set rule: when a fit rests on too few examples, and how it is chosen then.
+"""The calibrators' rules for small and nearly separable validation sets: how each map is chosen, and when it warns.
 
 Users' validation sets are small (tens of examples), and a calibration map
 with more parameters than the examples can pin down overfits them: an
@@ -6,28 +6,41 @@ unregularised vector scaling or a weakly regularised Dirichlet calibration
 fitted on 30 examples of 6 classes multiplied the test NLL by 10-1000, and
 histogram binning by up to 18, before this rule. No calibrator may do so.
 
-The rule, for the affine maps (vector, matrix, Dirichlet):
+The rule, for the affine maps (vector, matrix, Dirichlet), applies to every
+fit, since a trained network's validation logits are often nearly separable
+whatever their number: a plain vector scaling fitted on 251 validation
+logits of a digits network (20 parameters, 12 examples each) multiplied its
+test NLL by up to 100, and matrix/Dirichlet maps on 80 breast-cancer
+examples by 400 (docs/results/calibration-comparison.md). So:
 
-- a fit rests on too few examples when it has fewer than
-  `EXAMPLES_PER_PARAMETER` (10) validation examples per parameter of the map
-  (the "events per variable" rule of thumb of logistic regression, Peduzzi
-  et al. 1996): `n < 10 * 2K` for vector scaling, `n < 10 * (K^2 + K)` for
-  matrix scaling and Dirichlet calibration;
-- such a fit is the maximum a posteriori map under a Gaussian prior centred
-  on temperature scaling's map (each parameter `~ N(TS map, 1 / precision)`,
+- the fit is the maximum a posteriori map under a Gaussian prior centred on
+  temperature scaling's map (each parameter `~ N(TS map, 1 / precision)`,
   so the prior's weight against the data falls as `1 / n`), with the
   precision chosen by `NUM_FOLDS`-fold cross-validation on the validation set
   itself (as Kull et al. choose ODIR's weights) among `PRIOR_PRECISIONS` and
   temperature scaling's map itself (an infinite precision), by the
   one-standard-error rule (Hastie et al. 2009, §7.10): the most regularised
   candidate whose held-out NLL is within one standard error of the best;
-- where that cross-validation would cost too much (`n P^2` above
-  `MAX_CROSS_VALIDATION_WORK`, 2e7; never up to 10 classes, but a matrix map
+- a chosen map that classifies every validation example correctly is
+  replaced by temperature scaling's map: cross-validation cannot bound its
+  sharpness there (every held-out example is right too, so a sharper map
+  always scores better), and the test errors it never saw pay for it;
+  temperature scaling keeps the network's decisions, and its own prior
+  bounds its sharpness;
+- where cross-validation would cost too much (`n P^2` above
+  `MAX_CROSS_VALIDATION_WORK`, 2e7: never up to 10 classes, but a matrix map
   of 12 classes on 1,000 examples or a Dirichlet map of 100 classes), or with
-  one example, the map is temperature scaling's;
-- and `fit_calibrator` warns (`CalibratorFitWarning`) with the numbers and
-  the choice. With enough examples nothing changes: the fit is the plain
-  (ODIR-regularised) one.
+  one example, the map is temperature scaling's on fewer than
+  `EXAMPLES_PER_PARAMETER` (10) validation examples per parameter (the
+  "events per variable" rule of thumb of logistic regression, Peduzzi et al.
+  1996: `n < 10 * 2K` for vector scaling, `n < 10 * (K^2 + K)` for matrix
+  scaling and Dirichlet calibration), and the plain (ODIR-regularised) fit on
+  more;
+- `fit_calibrator` warns (`CalibratorFitWarning`) with the numbers and the
+  choice when the fit rests on fewer than 10 examples per parameter or the
+  chosen map was replaced; `prior_precision=` fixes the precision instead
+  (`0`: the plain fit, ODIR-regularised for matrix and Dirichlet; `math.inf`:
+  temperature scaling's map).
 
 For the one-vs-rest maps (histogram binning, isotonic regression; see
 `keras_ils.calibration.one_vs_rest`):
@@ -51,7 +64,8 @@ keeps temperature scaling's robust fit; it warns when a class has fewer than
 
 `benchmarks/small_validation.py` measures the rule: every calibrator on
 about 30 validation examples of scikit-learn's data sets and a synthetic
-task, over 20 seeds, against the bound test NLL <= 2 x uncalibrated + 0.1.
+task, over 20 seeds, and on trained networks' validation sets of scikit-learn's
+data, against the bound test NLL <= 2 x uncalibrated + 0.1.
 """
 
 from __future__ import annotations
@@ -67,7 +81,7 @@ __all__ = [
     "MAX_CROSS_VALIDATION_WORK",
     "NUM_FOLDS",
     "PRIOR_PRECISIONS",
-    "check_examples_per_parameter",
+    "check_prior_precision",
     "one_standard_error_choice",
     "parameter_count",
     "stratified_folds",
@@ -82,9 +96,16 @@ MAX_CROSS_VALIDATION_WORK = 2e7
 PRIOR_PRECISIONS = (math.inf, 1e4, 1e3, 1e2, 1e1, 1.0, 0.1)
 
 
-def check_examples_per_parameter(value) -> float:
-    """`value` as a float `>= 0` (`0` turns the rule off), else the package's `ValueError`."""
-    return number_in("examples_per_parameter", value, 0.0, expected="a float >= 0 (0 turns the rule off)")
+def check_prior_precision(value) -> float | None:
+    """`None` (cross-validated), or `value` as a float `>= 0` or `math.inf`, else the package's `ValueError`."""
+    if value is None or (isinstance(value, float) and value == math.inf):
+        return value
+    return number_in(
+        "prior_precision",
+        value,
+        0.0,
+        expected="None (chosen by cross-validation), a float >= 0 (0: the plain fit) or math.inf (temperature scaling)",
+    )
 
 
 def parameter_count(method: str, num_classes: int) -> int:
@@ -92,14 +113,14 @@ def parameter_count(method: str, num_classes: int) -> int:
     return 2 * num_classes if method == "vector" else num_classes * num_classes + num_classes
 
 
-def too_few_clause(method, num_examples, num_classes, examples_per_parameter) -> str | None:
-    """The warning clause of a fit with fewer than `examples_per_parameter` examples per parameter, else `None`."""
+def too_few_clause(method, num_examples, num_classes) -> str | None:
+    """The warning clause of a fit with fewer than `EXAMPLES_PER_PARAMETER` examples per parameter, else `None`."""
     parameters = parameter_count(method, num_classes)
-    if num_examples >= examples_per_parameter * parameters:
+    if num_examples >= EXAMPLES_PER_PARAMETER * parameters:
         return None
     return (
         f"it rests on too few examples: {num_examples} validation examples for the {parameters} parameters of "
-        f"{method} scaling/calibration of {num_classes} classes (fewer than {examples_per_parameter:g} per parameter)"
+        f"{method} scaling/calibration of {num_classes} classes (fewer than {EXAMPLES_PER_PARAMETER} per parameter)"
     )
 
 

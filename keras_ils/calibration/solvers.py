@@ -6,18 +6,17 @@ map separates the validation set, or whose map is extreme (a parameter beyond
 `EXTREME_PARAMETER` in size) reports it (see `CalibratorFit.status`), and
 `fit_calibrator` warns: none returns a map that overfits in silence.
 
-On fewer than `examples_per_parameter` (10) examples per parameter the fit is
-the small-data rule of `keras_ils.calibration.small_data`: the maximum a
-posteriori map under a Gaussian prior centred on temperature scaling's map,
-for each candidate precision by Newton's method (strictly convex, a few
-iterations on these small problems), the precision chosen by stratified
-5-fold cross-validation on the validation set with the one-standard-error
-rule.
+By default the fit is the rule of `keras_ils.calibration.small_data`: the
+maximum a posteriori map under a Gaussian prior centred on temperature
+scaling's map, for each candidate precision by Newton's method (strictly
+convex, a few iterations on these small problems), the precision chosen by
+stratified 5-fold cross-validation on the validation set with the
+one-standard-error rule, and temperature scaling's map where the chosen map
+separates the validation set.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import NamedTuple
 
@@ -305,20 +304,22 @@ def fit_affine(
     from_logits: bool = True,
     off_diagonal_l2: float | None = None,
     intercept_l2: float | None = None,
-    examples_per_parameter: float = small_data.EXAMPLES_PER_PARAMETER,
+    prior_precision: float | None = None,
     max_iterations: int = 1000,
     tolerance: float = 1e-8,
 ):
     """Fits `"vector"`, `"matrix"` or `"dirichlet"`: `(layer, CalibratorFit)`, without warning.
 
-    Minimises the validation mean NLL (plus ODIR for `"matrix"` and
-    `"dirichlet"`; see `keras_ils.calibration.maps`) by L-BFGS in float64,
-    from the identity map, to a largest gradient entry of `tolerance` within
-    `max_iterations`. On fewer than `examples_per_parameter` examples per
-    parameter, and unless ODIR's weights are given, the map is instead the
-    maximum a posteriori one under a prior centred on temperature scaling's
-    map, its precision cross-validated (`keras_ils.calibration.small_data`);
-    `fit_calibrator` documents the arguments and warns.
+    By default (`prior_precision=None`, no ODIR weights given) the map is
+    the maximum a posteriori one under a prior centred on temperature
+    scaling's map, its precision cross-validated
+    (`keras_ils.calibration.small_data`). With ODIR's weights or
+    `prior_precision=0` it is the plain fit: the validation mean NLL (plus
+    ODIR for `"matrix"` and `"dirichlet"`; see `keras_ils.calibration.maps`)
+    minimised by L-BFGS in float64 from the identity map, to a largest
+    gradient entry of `tolerance` within `max_iterations`. Any other
+    `prior_precision` fixes the prior's precision (`math.inf`: temperature
+    scaling's map). `fit_calibrator` documents the arguments and warns.
     """
     if method not in METHODS:
         raise invalid("method", f"one of {METHODS}", method)
@@ -328,7 +329,13 @@ def fit_affine(
         raise odir_refused(method)
     integer_at_least("max_iterations", max_iterations, 1)
     tolerance = number_in("tolerance", tolerance, 0.0, low_open=True, expected="a float > 0")
-    examples_per_parameter = small_data.check_examples_per_parameter(examples_per_parameter)
+    prior_precision = small_data.check_prior_precision(prior_precision)
+    if odir_given and prior_precision is not None:
+        raise ValueError(
+            f"Calibrator fit ({method}): give ODIR's weights (`off_diagonal_l2`, `intercept_l2`: the plain fit) or "
+            f"`prior_precision` (the prior centred on temperature scaling's map), not both; got "
+            f"prior_precision={prior_precision!r}."
+        )
     off_diagonal_l2 = (DEFAULT_ODIR if off_diagonal_l2 is None else off_diagonal_l2) if full else 0.0
     intercept_l2 = (DEFAULT_ODIR if intercept_l2 is None else intercept_l2) if full else 0.0
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2) if full else {}
@@ -336,23 +343,31 @@ def fit_affine(
 
     outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
     features = _features(method, outputs, from_logits)
-    n, k = features.shape
-    too_few = small_data.too_few_clause(method, n, k, examples_per_parameter)
+    k = features.shape[1]
     settings = (max_iterations, tolerance)
-    if too_few and not odir_given:
-        parameters, report = _small_data_fit(method, features, labels, too_few, settings)
+    if odir_given or prior_precision == 0:
+        parameters, report = _plain_fit(method, features, labels, (off_diagonal_l2, intercept_l2), settings)
+    elif prior_precision is not None:
+        parameters, report = _fixed_prior_fit(method, features, labels, prior_precision, settings)
     else:
-        penalty = Penalty(off_diagonal_l2 / (k * (k - 1)), 0.0, intercept_l2 / k) if full else Penalty()
-        start = np.concatenate([np.eye(k).ravel() if full else np.ones(k), np.zeros(k)])
-        parameters, value, nll, iterations, converged = minimise(features, labels, full, penalty, start, *settings)
-        status, text = _diagnosis(method, parameters, features, labels, converged, iterations)
-        if too_few:
-            status = "few_examples" if status == "fitted" else status
-            text = message(method, [f"{too_few}; the ODIR weights given are used as they are", _clause(method, text)])
-        report = CalibratorFit(method, status, n, nll, value, iterations, text)
+        parameters, report = _validated_fit(method, features, labels, (off_diagonal_l2, intercept_l2), settings)
     layer.build((None, k))
     layer.set_weights([parameters[: k * k].reshape(k, k) if full else parameters[:k], parameters[-k:]])
     return layer, report
+
+
+def _plain_fit(method, features, labels, odir, settings):
+    """`(parameters, CalibratorFit)` of the plain fit: L-BFGS on the mean NLL plus ODIR, diagnosed."""
+    full, (n, k) = method != "vector", features.shape
+    penalty = Penalty(odir[0] / (k * (k - 1)), 0.0, odir[1] / k) if full else Penalty()
+    start = np.concatenate([np.eye(k).ravel() if full else np.ones(k), np.zeros(k)])
+    parameters, value, nll, iterations, converged = minimise(features, labels, full, penalty, start, *settings)
+    status, text = _diagnosis(method, parameters, features, labels, converged, iterations)
+    too_few = small_data.too_few_clause(method, n, k)
+    if too_few:
+        status = "few_examples" if status == "fitted" else status
+        text = message(method, [f"{too_few}; the plain fit was asked for", _clause(method, text)])
+    return parameters, CalibratorFit(method, status, n, nll, value, iterations, text)
 
 
 def _clause(method, text):
@@ -373,17 +388,18 @@ def _prior(precision, num_examples, beta):
     return Penalty(weight, weight, weight, beta)
 
 
-def _prior_path(features, labels, full, settings):
-    """`(parameters, beta, iterations, converged)` for each of `PRIOR_PRECISIONS`, most regularised first.
+def _prior_path(features, labels, full, settings, precisions=small_data.PRIOR_PRECISIONS):
+    """`(parameters, beta, iterations, converged)` for each of `precisions`, most regularised first.
 
     Temperature scaling's map (an infinite precision) first; each finite
     precision's fit is Newton's method from the previous one's map.
     """
     parameters, beta = _temperature_map(features, labels, full)
-    yield parameters, beta, 0, True
-    for precision in small_data.PRIOR_PRECISIONS[1:]:
-        penalty = _prior(precision, len(labels), beta)
-        parameters, iterations, converged = newton(features, labels, full, penalty, parameters, *settings)
+    for precision in precisions:
+        iterations, converged = 0, True
+        if not math.isinf(precision):
+            penalty = _prior(precision, len(labels), beta)
+            parameters, iterations, converged = newton(features, labels, full, penalty, parameters, *settings)
         yield parameters, beta, iterations, converged
 
 
@@ -395,56 +411,90 @@ def _nll_each(parameters, features, labels, full):
     return log_normaliser - logits[np.arange(len(labels)), labels]
 
 
-def _cross_validated_choice(method, features, labels, settings) -> tuple:
-    """`(index in PRIOR_PRECISIONS, None)` chosen by cross-validation, or `(0, why)` where it is not run."""
-    full, (n, k) = method != "vector", features.shape
-    work = n * small_data.parameter_count(method, k) ** 2
+def _not_cross_validated(method, n, k) -> str | None:
+    """Why the prior's precision is not cross-validated on `n` examples of `k` classes, or `None`."""
+    parameters = small_data.parameter_count(method, k)
+    work = n * parameters**2
     if n < 2:
-        return 0, "one example leaves none to hold out"
+        return "one example leaves none to hold out"
     if work > small_data.MAX_CROSS_VALIDATION_WORK:
-        return 0, (
-            f"a prior for {small_data.parameter_count(method, k)} parameters is not cross-validated on {n} examples "
-            f"(n P^2 = {work:.3g}, beyond the {small_data.MAX_CROSS_VALIDATION_WORK:.0e} that Newton's method is "
-            "given)"
+        return (
+            f"a prior for {parameters} parameters is not cross-validated on {n} examples (n P^2 = {work:.3g}, beyond "
+            f"the {small_data.MAX_CROSS_VALIDATION_WORK:.0e} that Newton's method is given)"
         )
+    return None
+
+
+def _cross_validated_choice(method, features, labels, settings) -> int:
+    """The index in `PRIOR_PRECISIONS` that stratified cross-validation chooses (one-standard-error rule)."""
+    full, n = method != "vector", len(labels)
     folds = small_data.stratified_folds(labels)
     losses = np.zeros((len(small_data.PRIOR_PRECISIONS), n))
     for fold in range(folds.max() + 1):
         train, test = folds != fold, folds == fold
         for c, (parameters, *_) in enumerate(_prior_path(features[train], labels[train], full, settings)):
             losses[c, test] = _nll_each(parameters, features[test], labels[test], full)
-    return small_data.one_standard_error_choice(losses), None
+    return small_data.one_standard_error_choice(losses)
 
 
-def _small_data_fit(method, features, labels, too_few, settings):
-    """`(parameters, CalibratorFit)` of the small-data rule: the prior's precision chosen by cross-validation."""
-    full, n = method != "vector", len(labels)
-    chosen, not_cross_validated = _cross_validated_choice(method, features, labels, settings)
-    path = itertools.islice(_prior_path(features, labels, full, settings), chosen, None)
-    parameters, beta, iterations, converged = next(path)  # the path stops at the chosen precision
-    precision = small_data.PRIOR_PRECISIONS[chosen]
-    value = _objective(parameters, features, labels, full, _prior(precision, n, beta))[0]
+def _separates(parameters, features, labels, full) -> bool:
+    return bool(np.all(_calibrated_logits(parameters, features, full).argmax(axis=1) == labels))
+
+
+def _validated_fit(method, features, labels, odir, settings):
+    """`(parameters, CalibratorFit)` of the default rule: the prior's precision chosen by cross-validation."""
+    full, (n, k) = method != "vector", features.shape
+    too_few = small_data.too_few_clause(method, n, k)
+    not_cross_validated = _not_cross_validated(method, n, k)
+    if not_cross_validated and not too_few:
+        return _plain_fit(method, features, labels, odir, settings)
+    chosen = 0 if not_cross_validated else _cross_validated_choice(method, features, labels, settings)
+    path = _prior_path(features, labels, full, settings, small_data.PRIOR_PRECISIONS[: chosen + 1])
+    *_, (parameters, beta, iterations, converged) = path
+    replaced = not math.isinf(small_data.PRIOR_PRECISIONS[chosen]) and _separates(parameters, features, labels, full)
+    if replaced:
+        parameters, beta = _temperature_map(features, labels, full)
     cross_validation = f"{min(small_data.NUM_FOLDS, n)}-fold cross-validation on them (one-standard-error rule)"
+    temperature = f"temperature scaling's map (T = {1.0 / beta:.4g}, its maximum a posteriori fit)"
     if not_cross_validated:
-        status = "temperature"
+        choice = f"the map is {temperature}: {not_cross_validated}"
+    elif replaced:
         choice = (
-            f"the map is temperature scaling's (T = {1.0 / beta:.4g}, its maximum a posteriori fit): "
-            f"{not_cross_validated}"
+            f"{cross_validation} chose the prior's precision {small_data.PRIOR_PRECISIONS[chosen]:g}, whose map "
+            f"classifies all {n} validation examples correctly, so no held-out example bounds its sharpness; the map "
+            f"is {temperature}, which keeps the model's decisions"
         )
-    elif math.isinf(precision):
-        status = "temperature"
-        choice = (
-            f"{cross_validation} chose temperature scaling's map (T = {1.0 / beta:.4g}, its maximum a posteriori "
-            "fit) over every less regularised map, so that is the map"
-        )
+    elif chosen == 0:
+        choice = f"{cross_validation} chose {temperature} over every less regularised map, so that is the map"
     else:
-        status = "regularised"
         choice = (
             "the map is the maximum a posteriori one under a Gaussian prior centred on temperature scaling's map "
-            f"(T = {1.0 / beta:.4g}) with precision {precision:g}, chosen by {cross_validation}"
+            f"(T = {1.0 / beta:.4g}) with precision {small_data.PRIOR_PRECISIONS[chosen]:g}, chosen by "
+            f"{cross_validation}"
         )
+    precision = math.inf if replaced else small_data.PRIOR_PRECISIONS[chosen]
+    clauses = [too_few, choice] if too_few or replaced else []
+    return parameters, _prior_report(method, features, labels, (parameters, beta, precision), (iterations, converged),
+                                     clauses)  # fmt: skip
+
+
+def _fixed_prior_fit(method, features, labels, precision, settings):
+    """`(parameters, CalibratorFit)` of the maximum a posteriori map under a prior of the given precision."""
+    full = method != "vector"
+    path = _prior_path(features, labels, full, settings, (math.inf, precision))
+    *_, (parameters, beta, iterations, converged) = path
+    return parameters, _prior_report(method, features, labels, (parameters, beta, precision), (iterations, converged),
+                                     [])  # fmt: skip
+
+
+def _prior_report(method, features, labels, fitted, solver, clauses):
+    """The `CalibratorFit` of a map fitted under the prior: status `"temperature"` or `"regularised"`."""
+    (parameters, beta, precision), (iterations, converged) = fitted, solver
+    full, n = method != "vector", len(labels)
+    status = "temperature" if math.isinf(precision) else "regularised"
     if not converged:
-        status, choice = "not_converged", f"{choice}; Newton's method did not converge in {iterations} iterations"
+        status = "not_converged"
+        clauses = [*clauses, f"Newton's method did not converge in {iterations} iterations"]
+    value = _objective(parameters, features, labels, full, _prior(precision, n, beta))[0]
     nll = float(np.mean(_nll_each(parameters, features, labels, full)))
-    text = message(method, [too_few, choice])
-    return parameters, CalibratorFit(method, status, n, nll, float(value), iterations, text, precision)
+    return CalibratorFit(method, status, n, nll, float(value), iterations, message(method, clauses), precision)

@@ -164,32 +164,75 @@ class TestAffineRule:
     def test_given_odir_weights_are_used_as_they_are_and_warned(self, method):
         logits, labels = _draw(np.random.default_rng(1), 30, 1.0, 2.0, k=3)
         layer, fit = _quiet_fit(method, logits, labels, off_diagonal_l2=1.0, intercept_l2=0.5)
-        assert fit.status == "few_examples" and "the ODIR weights given are used as they are" in fit.warning
+        assert fit.status == "few_examples" and "the plain fit was asked for" in fit.warning
         want = _scipy_map_fit(method, logits, labels, (1.0 / 6, 0.0, 0.5 / 3, 0.0))  # ODIR: lambda / (K (K - 1))
         np.testing.assert_allclose(_centred(_affine_map(method, _weights(layer), logits)),
                                    _centred(_affine_map(method, want, logits)), atol=2e-4)  # fmt: skip
 
     @pytest.mark.parametrize("method", AFFINE)
-    def test_enough_examples_per_parameter_is_the_plain_fit(self, method):
+    def test_prior_precision_zero_is_the_plain_fit(self, method):
         k = 3
-        n = 10 * (2 * k if method == "vector" else k * k + k)  # exactly 10 per parameter
+        n = 10 * (2 * k if method == "vector" else k * k + k)  # exactly 10 per parameter: no warning
         logits, labels = _draw(np.random.default_rng(2), n, 2.0, 1.0, k=k)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            layer, fit = fit_calibrator(method, logits, labels, return_fit=True)
+            layer, fit = fit_calibrator(method, logits, labels, return_fit=True, prior_precision=0)
         assert fit.status == "fitted" and fit.prior_precision is None
         odir = (0.0, 0.0, 0.0, 0.0) if method == "vector" else (0.01 / 6, 0.0, 0.01 / 3, 0.0)
         want = _scipy_map_fit(method, logits, labels, odir)
         np.testing.assert_allclose(_centred(_affine_map(method, _weights(layer), logits)),
                                    _centred(_affine_map(method, want, logits)), atol=2e-4)  # fmt: skip
 
-    def test_the_rule_turned_off(self):
+    @pytest.mark.parametrize("method", AFFINE)
+    def test_enough_examples_are_cross_validated_in_silence(self, method):
+        k = 3
+        n = 10 * (2 * k if method == "vector" else k * k + k)
+        logits, labels = _draw(np.random.default_rng(2), n, 2.0, 1.0, k=k)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _, fit = fit_calibrator(method, logits, labels, return_fit=True)
+        assert fit.status in ("regularised", "temperature") and fit.prior_precision in PRIOR_PRECISIONS
+
+    def test_plain_fit_on_too_few_examples_warns(self):
         logits, labels = _draw(np.random.default_rng(0), 30, 3.0, 2.0)
-        layer, fit = _quiet_fit("vector", logits, labels, examples_per_parameter=0)
-        assert fit.status != "temperature" and fit.prior_precision is None
+        with pytest.warns(CalibratorFitWarning, match="rests on too few examples.*the plain fit was asked for"):
+            layer, fit = fit_calibrator("vector", logits, labels, return_fit=True, prior_precision=0)
+        assert fit.prior_precision is None
         want = _scipy_map_fit("vector", logits, labels, (0.0, 0.0, 0.0, 0.0))
         got, expected = _affine_map("vector", _weights(layer), logits), _affine_map("vector", want, logits)
         assert _nll(got, labels) <= _nll(expected, labels) + 1e-6
+
+    @pytest.mark.parametrize("method", AFFINE)
+    def test_a_fixed_prior_precision_is_that_maximum_a_posteriori_map(self, method):
+        logits, labels = _draw(np.random.default_rng(3), 200, 2.0, 1.5, k=3)
+        layer, fit = _quiet_fit(method, logits, labels, prior_precision=3.0)
+        assert fit.status == "regularised" and fit.prior_precision == 3.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            beta = 1.0 / fit_temperature(log_softmax(logits, axis=1) if method == "dirichlet" else logits, labels)
+        weight = 3.0 / (2 * 200)
+        want = _scipy_map_fit(method, logits, labels, (weight, weight, weight, beta))
+        np.testing.assert_allclose(_weights(layer), want, atol=1e-4)
+        layer, fit = _quiet_fit(method, logits, labels, prior_precision=math.inf)
+        assert fit.status == "temperature"
+        np.testing.assert_allclose(softmax(keras.ops.convert_to_numpy(layer(logits)).astype(np.float64), axis=1),
+                                   softmax(logits * beta, axis=1) if method != "dirichlet" else
+                                   softmax(log_softmax(logits, axis=1) * beta, axis=1), atol=1e-5)  # fmt: skip
+
+    @pytest.mark.parametrize("method", AFFINE)
+    def test_a_map_that_separates_the_validation_set_is_temperature_scaling(self, method):
+        # two classes whose four validation errors sit at the boundary: a bias separates them, and a sharper map
+        # then always scores better on held-out folds, though a test error far from the boundary pays for it
+        rng = np.random.default_rng(0)
+        labels = rng.integers(0, 2, 80)
+        logits = (2 * labels - 1)[:, None] * np.array([-8.0, 8.0]) + rng.normal(size=(80, 2))
+        logits[:4] = [[0.2, -0.4], [0.1, -0.3], [0.4, -0.5], [0.1, -0.2]]
+        labels[:4] = 1
+        with pytest.warns(CalibratorFitWarning, match="classifies all 80 validation examples correctly, so no "):
+            layer, fit = fit_calibrator(method, logits, labels, return_fit=True)
+        assert fit.status == "temperature" and fit.prior_precision == math.inf
+        mapped = keras.ops.convert_to_numpy(layer(logits.astype("float32")))
+        np.testing.assert_array_equal(mapped.argmax(axis=1), logits.argmax(axis=1))  # the model's decisions kept
 
     @pytest.mark.parametrize("method", AFFINE)
     def test_newton_reaches_scipys_optimum_of_the_prior(self, method):
@@ -211,13 +254,17 @@ class TestAffineRule:
         assert fit.status == "temperature" and "one example leaves none to hold out" in fit.warning
 
     @pytest.mark.parametrize("value", [-1, float("nan"), "10"])
-    def test_bad_examples_per_parameter(self, value):
-        with pytest.raises(ValueError, match="Invalid value for argument `examples_per_parameter`"):
-            fit_calibrator("matrix", np.zeros((4, 3)), [0, 1, 2, 0], examples_per_parameter=value)
+    def test_bad_prior_precision(self, value):
+        with pytest.raises(ValueError, match="Invalid value for argument `prior_precision`"):
+            fit_calibrator("matrix", np.zeros((4, 3)), [0, 1, 2, 0], prior_precision=value)
 
-    def test_examples_per_parameter_is_refused_elsewhere(self):
-        with pytest.raises(ValueError, match="`examples_per_parameter` is an option of method="):
-            fit_calibrator("histogram", np.zeros((4, 3)), [0, 1, 2, 0], examples_per_parameter=5)
+    def test_prior_precision_and_odir_weights_are_refused_together(self):
+        with pytest.raises(ValueError, match="give ODIR's weights .* or `prior_precision`"):
+            fit_calibrator("matrix", np.zeros((4, 3)), [0, 1, 2, 0], prior_precision=1.0, off_diagonal_l2=0.1)
+
+    def test_prior_precision_is_refused_elsewhere(self):
+        with pytest.raises(ValueError, match="`prior_precision` is an option of method="):
+            fit_calibrator("histogram", np.zeros((4, 3)), [0, 1, 2, 0], prior_precision=5)
 
 
 class TestOneVsRestRule:
