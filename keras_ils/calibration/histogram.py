@@ -11,6 +11,7 @@ from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
     calibrated,
+    cross_validated_model_weight,
     fitting_probabilities,
     fitting_settings,
     gather_per_class,
@@ -168,6 +169,18 @@ def _bins_and_frequencies(probabilities, labels, num_bins):
     return edges, values, fitted
 
 
+def _held_out_values(num_bins):
+    """`held_out_map` of `cross_validated_model_weight`: bins fitted on the training folds, read at the held-out."""
+
+    def values(train_probabilities, train_labels, test_probabilities):
+        used = bins_for(len(train_labels), num_bins, small=True)
+        edges, frequencies, _ = _bins_and_frequencies(train_probabilities, train_labels, used)
+        return np.stack([frequencies[j][np.searchsorted(edges[j], test_probabilities[:, j], side="left")]
+                         for j in range(edges.shape[0])], axis=1)  # fmt: skip
+
+    return values
+
+
 def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = DEFAULT_NUM_BINS):
     """Fits a `HistogramBinning` layer on validation outputs: `(layer, CalibratorFit)`, without warning.
 
@@ -176,7 +189,8 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
     examples, or a class with fewer than `MIN_EXAMPLES_PER_CLASS`) the bins
     hold at least `MIN_BIN_EXAMPLES` examples each (`bins_for`), the floor is
     `1 / (n K)`, the output is mixed with the model's distribution with
-    weight `K / (n + K)` (`keras_ils.calibration.one_vs_rest`), and the
+    weight `m K / (n + m K)`, `m` cross-validated
+    (`keras_ils.calibration.one_vs_rest`), and the
     report's status is `"few_examples"` (with a warning text). Tied scores
     never straddle an edge, so no bin is ever empty.
     """
@@ -186,7 +200,8 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
     small = is_small(n, labels, num_classes, num_bins)
     used = bins_for(n, num_bins, small)
     edges, values, fitted = _bins_and_frequencies(probabilities, labels, used)
-    floor, model_weight = fitting_settings(n, num_classes, small)
+    prior = cross_validated_model_weight(_held_out_values(num_bins), probabilities, labels) if small else 0.0
+    floor, model_weight = fitting_settings(n, num_classes, small, prior)
     layer = HistogramBinning(
         num_bins=used, floor=floor, from_logits=from_logits, model_weight=model_weight, trainable=False
     )
@@ -196,6 +211,6 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
     if n < num_bins * num_bins:
         reasons.insert(0, f"{n} validation examples, fewer than {num_bins} bins of {num_bins}, fill {used} "
                        f"equal-mass bins per class of at least {MIN_BIN_EXAMPLES}")  # fmt: skip
-    text = message("histogram", [small_set_clause(reasons, floor, model_weight)]) if small else None
+    text = message("histogram", [small_set_clause(reasons, floor, model_weight, prior)]) if small else None
     nll = mean_nll(calibrated(fitted, probabilities, floor, model_weight), labels)
     return layer, CalibratorFit("histogram", "few_examples" if small else "fitted", n, nll, nll, 0, text)

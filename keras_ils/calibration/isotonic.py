@@ -11,6 +11,7 @@ from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
     calibrated,
+    cross_validated_model_weight,
     fitting_probabilities,
     fitting_settings,
     gather_per_class,
@@ -169,13 +170,22 @@ def isotonic_steps(scores, targets) -> tuple:
     return scores[keep], values[keep]
 
 
+def _held_out_values(train_probabilities, train_labels, test_probabilities):
+    """`held_out_map` of `cross_validated_model_weight`: each class's map fitted on the training folds."""
+    columns = []
+    for j in range(train_probabilities.shape[1]):
+        thresholds, values = isotonic_steps(train_probabilities[:, j], train_labels == j)
+        columns.append(np.interp(test_probabilities[:, j], thresholds, values))
+    return np.stack(columns, axis=1)
+
+
 def fit_isotonic(outputs, labels, *, from_logits: bool = True):
     """Fits an `IsotonicCalibration` layer on validation outputs: `(layer, CalibratorFit)`, without warning.
 
     One `isotonic_steps` per class on `(p_j, y == j)`, with the floor `1 / n`.
     On a small set (a class with fewer than `MIN_EXAMPLES_PER_CLASS`
     examples) the floor is `1 / (n K)` and the output is mixed with the
-    model's distribution with weight `K / (n + K)`
+    model's distribution with weight `m K / (n + m K)`, `m` cross-validated
     (`keras_ils.calibration.one_vs_rest`); the report's status is then
     `"few_examples"` (with a warning text). Each class's map is
     scikit-learn's either way.
@@ -192,14 +202,15 @@ def fit_isotonic(outputs, labels, *, from_logits: bool = True):
         values[j, :m], values[j, m:] = class_values, class_values[-1]
         fitted[:, j] = np.interp(probabilities[:, j], class_thresholds, class_values)
     rare = rare_classes(labels, num_classes)
-    floor, model_weight = fitting_settings(n, num_classes, small=rare is not None)
+    prior = cross_validated_model_weight(_held_out_values, probabilities, labels) if rare else 0.0
+    floor, model_weight = fitting_settings(n, num_classes, rare is not None, prior)
     layer = IsotonicCalibration(
         num_thresholds=width, floor=floor, from_logits=from_logits, model_weight=model_weight, trainable=False
     )
     layer.build((None, num_classes))
     layer.set_weights([thresholds, values])
     text = (
-        message("isotonic", [small_set_clause([f"{n} validation examples", rare], floor, model_weight)])
+        message("isotonic", [small_set_clause([f"{n} validation examples", rare], floor, model_weight, prior)])
         if rare
         else None
     )

@@ -24,11 +24,16 @@ of that class there would get an infinite NLL. The fits choose (see
   `model_weight = 0`;
 - on a small set (the small-data rule, `keras_ils.calibration.small_data`),
   `floor = 1 / (n K)` (a row's floors add up to `1 / n`) and
-  `model_weight = K / (n + K)`: the posterior mean of the calibrated
+  `model_weight = m K / (n + m K)`: the posterior mean of the calibrated
   distribution under a Dirichlet prior centred on the model's prediction and
-  worth `K` examples (one per class), so that a map that saw no example of a
-  class where a test example lands leaves it the model's own probability, in
-  part, rather than the floor alone.
+  worth `m` examples per class, so that a map that saw no example of a class
+  where a test example lands leaves it the model's own probability, in part,
+  rather than the floor alone. The prior's strength `m` is chosen among
+  `PRIOR_EXAMPLES_PER_CLASS` by stratified 5-fold cross-validation on the
+  fitting set (`cross_validated_model_weight`, the one-standard-error rule,
+  the strongest prior first), as the affine maps' prior is: a fixed `m = 1`
+  let histogram binning on 21-25 validation examples of a trained network
+  triple its test NLL.
 
 A row whose maps are all 0 (possible only with `floor=0`) is uniform. The
 layers output `log q` (log-probabilities: `softmax` of them is `q`), or `q`
@@ -43,11 +48,14 @@ from keras import ops
 
 from keras_ils import _labels
 from keras_ils._checks import number_in
+from keras_ils.calibration import small_data
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 
 __all__ = [
+    "PRIOR_EXAMPLES_PER_CLASS",
     "OneVsRestCalibration",
     "calibrated",
+    "cross_validated_model_weight",
     "fitting_probabilities",
     "fitting_settings",
     "gather_per_class",
@@ -55,12 +63,43 @@ __all__ = [
 ]
 
 
-def fitting_settings(num_examples: int, num_classes: int, small: bool) -> tuple:
+# the candidate strengths of the small-set prior, in examples per class, strongest (nearest the model) first
+PRIOR_EXAMPLES_PER_CLASS = (64.0, 16.0, 4.0, 1.0)
+
+
+def fitting_settings(num_examples: int, num_classes: int, small: bool, prior_examples: float = 1.0) -> tuple:
     """`(floor, model_weight)` of a fit on `n` examples of `K` classes: `(1 / n, 0)`, or on a small set
-    `(1 / (n K), K / (n + K))` (see the module docstring)."""
+    `(1 / (n K), m K / (n + m K))` for a prior worth `m = prior_examples` per class (see the module docstring)."""
     if not small:
         return 1.0 / num_examples, 0.0
-    return 1.0 / (num_examples * num_classes), num_classes / (num_examples + num_classes)
+    prior = prior_examples * num_classes
+    return 1.0 / (num_examples * num_classes), prior / (num_examples + prior)
+
+
+def cross_validated_model_weight(held_out_map, probabilities, labels) -> float:
+    """The prior's strength `m` (examples per class) among `PRIOR_EXAMPLES_PER_CLASS` chosen by cross-validation.
+
+    `held_out_map(train_probabilities, train_labels, test_probabilities)`
+    fits the per-class maps on the training folds and returns their values
+    `[n_test, K]` on the held-out fold; each candidate's held-out NLL is that
+    of `calibrated` with the training folds' floor and model weight; the
+    one-standard-error rule (`small_data.one_standard_error_choice`) picks the
+    strongest prior within one standard error of the best. With fewer than
+    two examples per fold the strongest prior is the choice.
+    """
+    n, num_classes = probabilities.shape
+    if n < 2 * small_data.NUM_FOLDS:
+        return PRIOR_EXAMPLES_PER_CLASS[0]
+    folds = small_data.stratified_folds(labels)
+    losses = np.zeros((len(PRIOR_EXAMPLES_PER_CLASS), n))
+    for fold in range(folds.max() + 1):
+        train, test = folds != fold, folds == fold
+        values = held_out_map(probabilities[train], labels[train], probabilities[test])
+        for c, prior_examples in enumerate(PRIOR_EXAMPLES_PER_CLASS):
+            floor, model_weight = fitting_settings(int(train.sum()), num_classes, True, prior_examples)
+            chosen = calibrated(values, probabilities[test], floor, model_weight)[np.arange(test.sum()), labels[test]]
+            losses[c, test] = -np.log(np.maximum(chosen, np.finfo(np.float64).tiny))
+    return PRIOR_EXAMPLES_PER_CLASS[small_data.one_standard_error_choice(losses)]
 
 
 def fitting_probabilities(outputs, labels, from_logits: bool, name: str = "outputs") -> tuple:

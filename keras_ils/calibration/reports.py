@@ -88,11 +88,12 @@ def few_examples(labels, num_classes: int) -> str | None:
     return f"it rests on too few examples: {len(labels)} validation examples, and {rare}"
 
 
-def small_set_clause(reasons, floor: float, model_weight: float) -> str:
+def small_set_clause(reasons, floor: float, model_weight: float, prior_examples: float) -> str:
     """What a one-vs-rest fit does on a small set (`keras_ils.calibration.one_vs_rest`), and why, as a clause."""
     return (
         f"it rests on too few examples ({'; '.join(r for r in reasons if r)}), so its maps are mixed with the "
-        f"model's own probabilities (weight K / (n + K) = {model_weight:.3g}) and floored at 1 / (n K) = "
+        f"model's own probabilities (weight m K / (n + m K) = {model_weight:.3g}, a prior worth m = "
+        f"{prior_examples:g} examples per class, chosen by cross-validation) and floored at 1 / (n K) = "
         f"{floor:.3g}, which keeps them off 0, but they are rough (temperature scaling needs less data)"
     )
 

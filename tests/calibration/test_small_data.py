@@ -29,6 +29,7 @@ from keras_ils.calibration import (
     fit_temperature,
     solvers,
 )
+from keras_ils.calibration.one_vs_rest import PRIOR_EXAMPLES_PER_CLASS as PRIORS
 from keras_ils.calibration.small_data import PRIOR_PRECISIONS
 
 # (model's logits = scale * true log-posteriors, signal of the true log-posteriors): under-confident, calibrated and
@@ -274,7 +275,8 @@ class TestOneVsRestRule:
             layer, fit = fit_calibrator("histogram", logits, labels, return_fit=True)
         assert "fill 10 equal-mass bins per class of at least 3" in str(record[0].message)
         assert fit.status == "few_examples" and layer.num_bins == 10
-        assert layer.floor == pytest.approx(1 / 180) and layer.model_weight == pytest.approx(6 / 36)
+        w = layer.model_weight  # m K / (n + m K), m cross-validated (test_the_prior_strength_is_cross_validated)
+        assert layer.floor == pytest.approx(1 / 180) and any(w == pytest.approx(6 * m / (30 + 6 * m)) for m in PRIORS)
         p = softmax(logits, axis=1)
         edges, values = (w.astype(np.float64) for w in layer.get_weights())
         for j in range(6):  # every bin holds at least 3 fitting examples: none empty
@@ -283,22 +285,47 @@ class TestOneVsRestRule:
         pt = softmax(test, axis=1)
         looked_up = np.stack([values[j][np.searchsorted(edges[j], pt[:, j], side="left")] for j in range(6)], 1)
         renormalised = (looked_up + 1 / 180) / (looked_up + 1 / 180).sum(axis=1, keepdims=True)
-        want = (1 - 6 / 36) * renormalised + 6 / 36 * pt
+        want = (1 - w) * renormalised + w * pt
         np.testing.assert_allclose(np.exp(keras.ops.convert_to_numpy(layer(test))), want, atol=2e-5)
 
     def test_isotonic_on_thirty_examples_keeps_scikit_learn_maps(self):
         logits, labels = _draw(np.random.default_rng(0), 30, 3.0, 2.0)
         with pytest.warns(CalibratorFitWarning, match=r"isotonic\): it rests on too few examples"):
             layer, fit = fit_calibrator("isotonic", logits, labels, return_fit=True)
-        assert fit.status == "few_examples" and layer.model_weight == pytest.approx(6 / 36)
+        w = layer.model_weight
+        assert fit.status == "few_examples" and any(w == pytest.approx(6 * m / (30 + 6 * m)) for m in PRIORS)
         p, test = softmax(logits, axis=1), 30.0 * _draw(np.random.default_rng(1), 500, 3.0, 2.0)[0]
         pt = keras.ops.convert_to_numpy(keras.ops.softmax(test.astype("float32"))).astype(np.float64)
         mapped = np.stack([IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(p[:, j], labels == j)
                            .predict(pt[:, j]) for j in range(6)], axis=1)  # fmt: skip
         renormalised = (mapped + 1 / 180) / (mapped + 1 / 180).sum(axis=1, keepdims=True)
         q = np.exp(keras.ops.convert_to_numpy(layer(test)).astype(np.float64))
-        np.testing.assert_allclose(q, (1 - 6 / 36) * renormalised + 6 / 36 * pt, atol=5e-5)
-        assert q.min() >= (1 - 6 / 36) * (1 / 180) / (6 + 6 / 180) - 1e-6  # off 0 however far out the logits
+        np.testing.assert_allclose(q, (1 - w) * renormalised + w * pt, atol=5e-5)
+        assert q.min() >= (1 - w) * (1 / 180) / (6 + 6 / 180) - 1e-6  # off 0 however far out the logits
+
+    @pytest.mark.parametrize("seed", range(4))
+    def test_the_prior_strength_is_cross_validated(self, seed):
+        # scikit-learn's isotonic maps on stratified folds, each candidate prior's held-out NLL, the one-SE rule
+        logits, labels = _draw(np.random.default_rng(seed), 40, 3.0, 2.0, k=4)
+        layer, _ = _quiet_fit("isotonic", logits, labels)
+        p = softmax(logits, axis=1)
+        folds = np.empty(40, int)
+        shuffled = np.random.default_rng(0).permutation(40)  # the package's fold rule: classes dealt round-robin
+        folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(40) % 5
+        losses = np.zeros((len(PRIORS), 40))
+        for fold in range(5):
+            train, test = folds != fold, folds == fold
+            isotonic = [IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip") for _ in range(4)]
+            mapped = np.stack([r.fit(p[train, j], labels[train] == j).predict(p[test, j])
+                               for j, r in enumerate(isotonic)], axis=1)  # fmt: skip
+            n_train = train.sum()
+            for c, m in enumerate(PRIORS):
+                w, floor = 4 * m / (n_train + 4 * m), 1 / (4 * n_train)
+                q = (1 - w) * (mapped + floor) / (mapped + floor).sum(axis=1, keepdims=True) + w * p[test]
+                losses[c, test] = -np.log(q[np.arange(test.sum()), labels[test]])
+        means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
+        chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(40))[0]
+        assert layer.model_weight == pytest.approx(4 * PRIORS[chosen] / (40 + 4 * PRIORS[chosen]))
 
     @pytest.mark.parametrize("method", ["histogram", "isotonic"])
     def test_large_sets_are_the_plain_maps(self, method):
