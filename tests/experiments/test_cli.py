@@ -271,9 +271,16 @@ def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp
     leaders = [name for name in names if np.isclose(nll[name], min(nll.values()))]
     sentence = f"NLL: best is {leaders[0]} (average rank" if len(leaders) == 1 else f"NLL: {', '.join(leaders)} share"
     assert sentence in (out / "verdict.md").read_text()
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "mean ± standard deviation over 3 seeds (3, 4, 5)" in printed
     assert "Verdict (d.npz / mlp, seeds 3, 4, 5;" in printed and printed.rstrip().splitlines()[-4].startswith(sentence)
+    # 18 validation examples: every seed's temperature fits warn, and the command shows each kind of warning once
+    warned = [line for line in captured.err.splitlines() if line.startswith("keras-ils: warning: ")]
+    fits = [line for line in warned if "Temperature scaling:" in line]
+    regularised = sum(row["temperature_status"] == "regularised" for r in per_seed for row in r["rows"])
+    assert len(fits) == 1 and regularised >= 3
+    assert re.fullmatch(r"keras-ils: warning: \d+ more warnings of a kind shown above .* not repeated; .*", warned[-1])
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import warnings
 
@@ -33,7 +34,7 @@ def _load(args, seed: int):
     """The data of the common arguments, split by `seed`."""
     from keras_ils.experiments.data import datasets
 
-    return datasets.load(  # a class scarce in validation warns: one line, `_one_line_warning`
+    return datasets.load(  # a class scarce in validation warns: one line, `_WarningLines`
         args.dataset,
         data_dir=args.data_dir,
         validation_fraction=args.validation_fraction,
@@ -292,13 +293,47 @@ def _check_arguments(args) -> None:
             raise ValueError(f"Invalid value for argument `{flag}`. Expected {expected}. Received: {flag}={value}")
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None):
-    """The package's warnings (a regularised temperature or calibrator fit, a class scarce in validation) as one
-    line each."""
-    if category.__module__.startswith("keras_ils"):
-        print(f"keras-ils: warning: {message}", file=sys.stderr)
-    else:
-        print(warnings.formatwarning(message, category, filename, lineno, line), end="", file=file or sys.stderr)
+class _WarningLines:
+    """The package's warnings (a regularised temperature or calibrator fit, a class scarce in validation) as one line
+    each, every kind once: a warning that repeats one already shown, or a row's fit warning that differs from one
+    shown only in its row and its numbers (the same fit on another row or seed), is counted, and `close` prints the
+    count. Other warnings as Python prints them.
+
+    Example:
+
+    >>> from keras_ils.calibration import CalibratorFitWarning
+    >>> lines = _WarningLines(sys.stdout)
+    >>> for row, t in (("LS + Dir", 1.2), ("ILS + Dir", 0.9)):
+    ...     warning = CalibratorFitWarning(f"{row}: Calibrator fit (dirichlet): map of T = {t}")
+    ...     warning.row = row
+    ...     lines(warning, CalibratorFitWarning, "", 0)
+    keras-ils: warning: LS + Dir: Calibrator fit (dirichlet): map of T = 1.2
+    >>> lines.close()
+    keras-ils: warning: 1 more warning of a kind shown above (another row or seed) was not repeated; ...
+    """
+
+    def __init__(self, stream):
+        self.stream, self.kinds, self.repeated = stream, set(), 0
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None):
+        if not category.__module__.startswith("keras_ils"):
+            print(warnings.formatwarning(message, category, filename, lineno, line), end="", file=file or self.stream)
+            return
+        text = str(message)
+        row = getattr(message, "row", None)
+        kind = re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "#", text[len(row) + 2 :]) if row else text
+        if kind in self.kinds:
+            self.repeated += 1
+            return
+        self.kinds.add(kind)
+        print(f"keras-ils: warning: {text}", file=self.stream)
+
+    def close(self):
+        if self.repeated:
+            more = f"{self.repeated} more warning{'s' if self.repeated > 1 else ''} of a kind shown above"
+            print(f"keras-ils: warning: {more} (another row or seed) {'were' if self.repeated > 1 else 'was'} not "
+                  'repeated; every fit\'s status is the table\'s "T fit" column and results.json\'s '
+                  "temperature_status.", file=self.stream)  # fmt: skip
 
 
 def execute(args) -> tuple[int, str]:
@@ -310,13 +345,16 @@ def execute(args) -> tuple[int, str]:
         absl.logging.set_verbosity(absl.logging.ERROR)
         tf.get_logger().setLevel("ERROR")
     commands = {"run": run, "tune": tune, "benchmark": benchmark, "methods": methods}
+    lines = _WarningLines(sys.stderr)
     try:
         _check_arguments(args)
         with warnings.catch_warnings():
-            warnings.showwarning = _one_line_warning
+            warnings.showwarning = lines
             return 0, commands[args.command](args)
     except (ValueError, OSError, ImportError) as error:
         print(f"keras-ils: error: {error}", file=sys.stderr)
     except tf.errors.OpError as error:
         print(f"keras-ils: error: {error.message.splitlines()[0]}", file=sys.stderr)
+    finally:
+        lines.close()
     return 2, ""

@@ -273,8 +273,10 @@ def warnings_of(row: str):
         warnings.simplefilter("always")
         yield
     for warning in caught:
-        named = warning.category.__module__.startswith("keras_ils")
-        message = f"{row}: {warning.message}" if named else warning.message
+        message = warning.message
+        if warning.category.__module__.startswith("keras_ils"):
+            message = warning.category(f"{row}: {message}")
+            message.row = row  # so that the command line can tell a row's warning from another row's of its kind
         warnings.warn_explicit(message, warning.category, warning.filename, warning.lineno)
 
 
