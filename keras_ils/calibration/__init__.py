@@ -18,7 +18,7 @@ in float32 under any global dtype policy.
 | `"isotonic"`             | `IsotonicCalibration`        | `fit_calibrator` (pool adjacent violators)| `isotonic`    |
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | `fit_calibrator` (T, then simplex weights)| `ensemble`    |
 
-The fits (`temperature`, `solvers`, `histogram`, `isotonic`, `ensemble`) are
+The fits (`temperature`, `affine_fit` with its optimisers in `solvers`, `histogram`, `isotonic`, `ensemble`) are
 float64 numpy, so they run the same under every Keras backend; `registry`
 holds the table and `fit_calibrator`, `model` holds `calibrate`.
 

@@ -3,7 +3,7 @@
 | `method`                 | layer                        | fit                                 | options          |
 |--------------------------|------------------------------|-------------------------------------|------------------|
 | `"temperature"`          | `TemperatureScaling`         | `fit_temperature` (1-D, MAP)        | temperature fit  |
-| `"vector"`               | `VectorScaling`              | L-BFGS (`solvers`)                  | L-BFGS           |
+| `"vector"`               | `VectorScaling`              | `affine_fit` (L-BFGS, Newton)       | L-BFGS           |
 | `"matrix"`               | `MatrixScaling`              | L-BFGS with ODIR                    | ODIR, L-BFGS     |
 | `"dirichlet"`            | `DirichletCalibration`       | L-BFGS with ODIR                    | ODIR, L-BFGS     |
 | `"histogram"`            | `HistogramBinning`           | equal-mass bins' class frequencies  | `num_bins`       |
@@ -26,7 +26,7 @@ import keras
 import numpy as np
 
 from keras_ils._checks import invalid, odir_refused
-from keras_ils.calibration import ensemble, histogram, isotonic, maps, solvers
+from keras_ils.calibration import affine_fit, ensemble, histogram, isotonic, maps
 from keras_ils.calibration.reports import CalibratorFitWarning
 from keras_ils.calibration.temperature import (
     DEFAULT_PRIOR_SCALE,
@@ -66,7 +66,7 @@ _ODIR_OPTIONS = ("off_diagonal_l2", "intercept_l2")
 
 
 def _affine(method):
-    return lambda outputs, labels, **options: solvers.fit_affine(method, outputs, labels, **options)
+    return lambda outputs, labels, **options: affine_fit.fit_affine(method, outputs, labels, **options)
 
 
 _CALIBRATORS = {
