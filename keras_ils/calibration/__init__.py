@@ -30,7 +30,7 @@ set (temperature scaling's map itself when nothing less regularised is
 better, or when the chosen map separates the validation set, as a trained
 network's often is at any size); histogram binning and
 isotonic regression with a class under 20 examples are mixed with the
-model's own distribution (weight `K / (n + K)`) and floored off 0; every such
+model's own distribution (weight `m K / (n + m K)`, `m` cross-validated) and floored off 0; every such
 fit warns (`CalibratorFitWarning`).
 """
 

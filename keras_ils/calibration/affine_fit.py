@@ -196,49 +196,81 @@ def _separates(parameters, features, labels, full) -> bool:
 
 
 def _validated_fit(method, features, labels, odir, settings):
-    """`(parameters, CalibratorFit)` of the default rule: the prior's precision chosen by cross-validation."""
+    """`(parameters, CalibratorFit)` of the default rule: the prior's precision chosen by cross-validation.
+
+    Where cross-validation would cost too much and the examples are enough
+    for the plain fit, the plain fit; either way, a map that separates the
+    validation set is replaced by temperature scaling's map.
+    """
     full, (n, k) = method != "vector", features.shape
     too_few = small_data.too_few_clause(method, n, k)
     not_cross_validated = _not_cross_validated(method, n, k)
     if not_cross_validated and not too_few:
-        return _plain_fit(method, features, labels, odir, settings)
-    chosen = 0 if not_cross_validated else _cross_validated_choice(method, features, labels, settings)
-    path = _prior_path(features, labels, full, settings, small_data.PRIOR_PRECISIONS[: chosen + 1])
-    *_, (parameters, beta, iterations, converged) = path
-    replaced = not math.isinf(small_data.PRIOR_PRECISIONS[chosen]) and _separates(parameters, features, labels, full)
-    if replaced:
+        parameters, report = _plain_fit(method, features, labels, odir, settings)
+        if not _separates(parameters, features, labels, full):
+            return parameters, report
+        precision = 0.0  # the plain fit, separating: replaced below
+    else:
+        chosen = 0 if not_cross_validated else _cross_validated_choice(method, features, labels, settings)
+        path = _prior_path(features, labels, full, settings, small_data.PRIOR_PRECISIONS[: chosen + 1])
+        *_, (parameters, beta, *solver) = path
+        precision = small_data.PRIOR_PRECISIONS[chosen]
+    replaced = not math.isinf(precision) and _separates(parameters, features, labels, full)
+    if replaced:  # the report is temperature scaling's map's: no iterations of the discarded fit
         parameters, beta = _temperature_map(features, labels, full)
+        solver = (0, True)
+    choice = _choice_clause(n, precision, beta, not_cross_validated, replaced)
+    clauses = [too_few, choice] if too_few or replaced else []
+    fitted = (parameters, beta, math.inf if replaced else precision)
+    return parameters, _prior_report(method, features, labels, fitted, solver, clauses)
+
+
+def _choice_clause(n, precision, beta, not_cross_validated, replaced) -> str:
+    """What the default rule chose, and why, as a warning's clause."""
     cross_validation = f"{min(small_data.NUM_FOLDS, n)}-fold cross-validation on them (one-standard-error rule)"
     temperature = f"temperature scaling's map (T = {1.0 / beta:.4g}, its maximum a posteriori fit)"
+    if not_cross_validated and replaced:
+        return (
+            f"{not_cross_validated}, and the plain fit classifies all {n} validation examples correctly, so nothing "
+            f"bounds its sharpness; the map is {temperature}, which keeps the model's decisions"
+        )
     if not_cross_validated:
-        choice = f"the map is {temperature}: {not_cross_validated}"
-    elif replaced:
-        choice = (
-            f"{cross_validation} chose the prior's precision {small_data.PRIOR_PRECISIONS[chosen]:g}, whose map "
-            f"classifies all {n} validation examples correctly, so no held-out example bounds its sharpness; the map "
-            f"is {temperature}, which keeps the model's decisions"
+        return f"the map is {temperature}: {not_cross_validated}"
+    if replaced:
+        return (
+            f"{cross_validation} chose the prior's precision {precision:g}, whose map classifies all {n} validation "
+            f"examples correctly, so no held-out example bounds its sharpness; the map is {temperature}, which keeps "
+            "the model's decisions"
         )
-    elif chosen == 0:
-        choice = f"{cross_validation} chose {temperature} over every less regularised map, so that is the map"
-    else:
-        choice = (
-            "the map is the maximum a posteriori one under a Gaussian prior centred on temperature scaling's map "
-            f"(T = {1.0 / beta:.4g}) with precision {small_data.PRIOR_PRECISIONS[chosen]:g}, chosen by "
-            f"{cross_validation}"
-        )
-    precision = math.inf if replaced else small_data.PRIOR_PRECISIONS[chosen]
-    clauses = [too_few, choice] if too_few or replaced else []
-    return parameters, _prior_report(method, features, labels, (parameters, beta, precision), (iterations, converged),
-                                     clauses)  # fmt: skip
+    if math.isinf(precision):
+        return f"{cross_validation} chose {temperature} over every less regularised map, so that is the map"
+    return (
+        "the map is the maximum a posteriori one under a Gaussian prior centred on temperature scaling's map "
+        f"(T = {1.0 / beta:.4g}) with precision {precision:g}, chosen by {cross_validation}"
+    )
 
 
 def _fixed_prior_fit(method, features, labels, precision, settings):
-    """`(parameters, CalibratorFit)` of the maximum a posteriori map under a prior of the given precision."""
-    full = method != "vector"
+    """`(parameters, CalibratorFit)` of the maximum a posteriori map under a prior of the given precision.
+
+    Nothing is replaced (the precision was asked for), but a fit on too few
+    examples, or a map that separates the validation set, warns.
+    """
+    full, (n, k) = method != "vector", features.shape
     path = _prior_path(features, labels, full, settings, (math.inf, precision))
     *_, (parameters, beta, iterations, converged) = path
+    clauses = []
+    too_few = small_data.too_few_clause(method, n, k)
+    if too_few:
+        clauses.append(f"{too_few}; the prior's precision {precision:g} is the one given (`prior_precision`)")
+    if not math.isinf(precision) and _separates(parameters, features, labels, full):
+        clauses.append(
+            f"the map classifies all {n} validation examples correctly, so only the prior's precision {precision:g} "
+            "bounds its sharpness and its probabilities may be over-confident (`prior_precision=None` "
+            "cross-validates the precision and replaces such a map by temperature scaling's)"
+        )
     return parameters, _prior_report(method, features, labels, (parameters, beta, precision), (iterations, converged),
-                                     [])  # fmt: skip
+                                     clauses)  # fmt: skip
 
 
 def _prior_report(method, features, labels, fitted, solver, clauses):

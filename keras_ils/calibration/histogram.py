@@ -54,8 +54,8 @@ class HistogramBinning(OneVsRestCalibration):
             log-probabilities) or probabilities (then so are the outputs).
             Defaults to `True`.
         model_weight: the weight of the model's own distribution in the
-            output, in `[0, 1]`; the fit sets `0` (`K / (n + K)` on a small
-            set). Defaults to `0.0`.
+            output, in `[0, 1]`; the fit sets `0` (`m K / (n + m K)` on a
+            small set, `m` cross-validated). Defaults to `0.0`.
         **kwargs: base layer arguments; `dtype` defaults to `"float32"`.
 
     Call arguments:
@@ -211,6 +211,6 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
     if n < num_bins * num_bins:
         reasons.insert(0, f"{n} validation examples, fewer than {num_bins} bins of {num_bins}, fill {used} "
                        f"equal-mass bins per class of at least {MIN_BIN_EXAMPLES}")  # fmt: skip
-    text = message("histogram", [small_set_clause(reasons, floor, model_weight, prior)]) if small else None
+    text = message("histogram", [small_set_clause(reasons, floor, model_weight, prior, n)]) if small else None
     nll = mean_nll(calibrated(fitted, probabilities, floor, model_weight), labels)
     return layer, CalibratorFit("histogram", "few_examples" if small else "fitted", n, nll, nll, 0, text)

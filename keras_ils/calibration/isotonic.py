@@ -53,8 +53,8 @@ class IsotonicCalibration(OneVsRestCalibration):
             log-probabilities) or probabilities (then so are the outputs).
             Defaults to `True`.
         model_weight: the weight of the model's own distribution in the
-            output, in `[0, 1]`; the fit sets `0` (`K / (n + K)` on a small
-            set). Defaults to `0.0`.
+            output, in `[0, 1]`; the fit sets `0` (`m K / (n + m K)` on a
+            small set, `m` cross-validated). Defaults to `0.0`.
         **kwargs: base layer arguments; `dtype` defaults to `"float32"`.
 
     Call arguments:
@@ -210,7 +210,7 @@ def fit_isotonic(outputs, labels, *, from_logits: bool = True):
     layer.build((None, num_classes))
     layer.set_weights([thresholds, values])
     text = (
-        message("isotonic", [small_set_clause([f"{n} validation examples", rare], floor, model_weight, prior)])
+        message("isotonic", [small_set_clause([f"{n} validation examples", rare], floor, model_weight, prior, n)])
         if rare
         else None
     )

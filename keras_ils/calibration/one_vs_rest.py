@@ -31,7 +31,8 @@ of that class there would get an infinite NLL. The fits choose (see
   rather than the floor alone. The prior's strength `m` is chosen among
   `PRIOR_EXAMPLES_PER_CLASS` by stratified 5-fold cross-validation on the
   fitting set (`cross_validated_model_weight`, the one-standard-error rule,
-  the strongest prior first), as the affine maps' prior is: a fixed `m = 1`
+  the strongest prior first; the strongest below 10 examples), as the affine
+  maps' prior is: a fixed `m = 1`
   let histogram binning on 21-25 validation examples of a trained network
   triple its test NLL.
 
@@ -67,7 +68,7 @@ __all__ = [
 PRIOR_EXAMPLES_PER_CLASS = (64.0, 16.0, 4.0, 1.0)
 
 
-def fitting_settings(num_examples: int, num_classes: int, small: bool, prior_examples: float = 1.0) -> tuple:
+def fitting_settings(num_examples: int, num_classes: int, small: bool, prior_examples: float) -> tuple:
     """`(floor, model_weight)` of a fit on `n` examples of `K` classes: `(1 / n, 0)`, or on a small set
     `(1 / (n K), m K / (n + m K))` for a prior worth `m = prior_examples` per class (see the module docstring)."""
     if not small:
@@ -76,7 +77,7 @@ def fitting_settings(num_examples: int, num_classes: int, small: bool, prior_exa
     return 1.0 / (num_examples * num_classes), prior / (num_examples + prior)
 
 
-def cross_validated_model_weight(held_out_map, probabilities, labels) -> float:
+def cross_validated_model_weight(held_out_map, probabilities: np.ndarray, labels: np.ndarray) -> float:
     """The prior's strength `m` (examples per class) among `PRIOR_EXAMPLES_PER_CLASS` chosen by cross-validation.
 
     `held_out_map(train_probabilities, train_labels, test_probabilities)`
@@ -85,10 +86,11 @@ def cross_validated_model_weight(held_out_map, probabilities, labels) -> float:
     of `calibrated` with the training folds' floor and model weight; the
     one-standard-error rule (`small_data.one_standard_error_choice`) picks the
     strongest prior within one standard error of the best. With fewer than
-    two examples per fold the strongest prior is the choice.
+    `small_data.MIN_CROSS_VALIDATED` examples (two per fold) the strongest
+    prior is the choice, without cross-validation.
     """
     n, num_classes = probabilities.shape
-    if n < 2 * small_data.NUM_FOLDS:
+    if n < small_data.MIN_CROSS_VALIDATED:
         return PRIOR_EXAMPLES_PER_CLASS[0]
     folds = small_data.stratified_folds(labels)
     losses = np.zeros((len(PRIOR_EXAMPLES_PER_CLASS), n))

@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from keras_ils.calibration import small_data
+
 __all__ = [
     "MIN_EXAMPLES_PER_CLASS",
     "CalibratorFit",
@@ -88,12 +90,16 @@ def few_examples(labels, num_classes: int) -> str | None:
     return f"it rests on too few examples: {len(labels)} validation examples, and {rare}"
 
 
-def small_set_clause(reasons, floor: float, model_weight: float, prior_examples: float) -> str:
-    """What a one-vs-rest fit does on a small set (`keras_ils.calibration.one_vs_rest`), and why, as a clause."""
+def small_set_clause(reasons, floor: float, model_weight: float, prior_examples: float, num_examples: int) -> str:
+    """What a one-vs-rest fit on `num_examples` does on a small set (`keras_ils.calibration.one_vs_rest`), and why."""
+    if num_examples >= small_data.MIN_CROSS_VALIDATED:
+        chosen = "chosen by cross-validation"
+    else:
+        chosen = "the strongest: too few examples to cross-validate"
     return (
         f"it rests on too few examples ({'; '.join(r for r in reasons if r)}), so its maps are mixed with the "
         f"model's own probabilities (weight m K / (n + m K) = {model_weight:.3g}, a prior worth m = "
-        f"{prior_examples:g} examples per class, chosen by cross-validation) and floored at 1 / (n K) = "
+        f"{prior_examples:g} examples per class, {chosen}) and floored at 1 / (n K) = "
         f"{floor:.3g}, which keeps them off 0, but they are rough (temperature scaling needs less data)"
     )
 

@@ -28,19 +28,22 @@ examples by 400 (docs/results/calibration-comparison.md). So:
   temperature scaling keeps the network's decisions, and its own prior
   bounds its sharpness;
 - where cross-validation would cost too much (`n P^2` above
-  `MAX_CROSS_VALIDATION_WORK`, 2e7: never up to 10 classes, but a matrix map
-  of 12 classes on 1,000 examples or a Dirichlet map of 100 classes), or with
+  `MAX_CROSS_VALIDATION_WORK`, 2e7, for `P` parameters: a matrix or Dirichlet
+  map of 10 classes on more than about 1,650 examples, of 20 classes on more
+  than about 110, vector scaling of 100 classes on more than 500), or with
   one example, the map is temperature scaling's on fewer than
   `EXAMPLES_PER_PARAMETER` (10) validation examples per parameter (the
   "events per variable" rule of thumb of logistic regression, Peduzzi et al.
   1996: `n < 10 * 2K` for vector scaling, `n < 10 * (K^2 + K)` for matrix
   scaling and Dirichlet calibration), and the plain (ODIR-regularised) fit on
-  more;
+  more, replaced by temperature scaling's map too when it separates the
+  validation set;
 - `fit_calibrator` warns (`CalibratorFitWarning`) with the numbers and the
   choice when the fit rests on fewer than 10 examples per parameter or the
   chosen map was replaced; `prior_precision=` fixes the precision instead
   (`0`: the plain fit, ODIR-regularised for matrix and Dirichlet; `math.inf`:
-  temperature scaling's map).
+  temperature scaling's map), and such a fit warns too when it rests on too
+  few examples or its map separates the validation set.
 
 For the one-vs-rest maps (histogram binning, isotonic regression; see
 `keras_ils.calibration.one_vs_rest`):
@@ -49,8 +52,10 @@ For the one-vs-rest maps (histogram binning, isotonic regression; see
   `MIN_EXAMPLES_PER_CLASS` (20) examples, or, for histogram binning, when
   there are fewer than `num_bins` examples per bin (`n < num_bins^2`);
 - such a fit mixes its renormalised maps with the model's own distribution,
-  with weight `K / (n + K)` (a Dirichlet prior centred on the model's
-  prediction, worth one example per class), and floors every class at
+  with weight `m K / (n + m K)` (a Dirichlet prior centred on the model's
+  prediction, worth `m` examples per class, `m` among 64, 16, 4 and 1 chosen
+  by 5-fold cross-validation with the one-standard-error rule, 64 below
+  `MIN_CROSS_VALIDATED` examples), and floors every class at
   `1 / (n K)`, so no probability is 0 and a map that saw no example of a
   class where a test example lands does not overrule the model alone;
   histogram binning then uses as many equal-mass bins as hold 3 examples
@@ -79,6 +84,7 @@ from keras_ils._checks import number_in
 __all__ = [
     "EXAMPLES_PER_PARAMETER",
     "MAX_CROSS_VALIDATION_WORK",
+    "MIN_CROSS_VALIDATED",
     "NUM_FOLDS",
     "PRIOR_PRECISIONS",
     "check_prior_precision",
@@ -90,6 +96,8 @@ __all__ = [
 
 EXAMPLES_PER_PARAMETER = 10
 NUM_FOLDS = 5
+# fewer examples than two per fold: the one-vs-rest prior's strength is not cross-validated (the strongest is taken)
+MIN_CROSS_VALIDATED = 2 * NUM_FOLDS
 # n * P^2 (the work of one Hessian) above which the prior is not cross-validated: temperature scaling's map
 MAX_CROSS_VALIDATION_WORK = 2e7
 # candidate prior precisions, most regularised first after temperature scaling's map itself (math.inf)

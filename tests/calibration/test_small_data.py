@@ -254,6 +254,67 @@ class TestAffineRule:
         _, fit = _quiet_fit("dirichlet", logits[:1], labels[:1])
         assert fit.status == "temperature" and "one example leaves none to hold out" in fit.warning
 
+    def test_beyond_the_cost_of_cross_validation_a_separating_plain_fit_is_temperature_scaling(self):
+        # 10 classes, 1,700 examples: n P^2 = 1700 * 110^2 > 2e7, and 15 examples per parameter (the plain fit's
+        # size); a network right on every validation example, so the plain matrix map separates them
+        rng = np.random.default_rng(6)
+        labels = np.arange(1700) % 10
+        logits = 4.0 * np.eye(10)[labels] + rng.normal(size=(1700, 10))
+        logits[labels != logits.argmax(axis=1), labels[labels != logits.argmax(axis=1)]] += 10.0
+        _, plain = _quiet_fit("matrix", logits, labels, prior_precision=0)
+        assert plain.status in ("separated", "extreme", "not_converged")  # the premise: the plain map diverges
+        with pytest.warns(CalibratorFitWarning, match="and the plain fit classifies all 1700 validation examples"):
+            layer, fit = fit_calibrator("matrix", logits, labels, return_fit=True)
+        assert fit.status == "temperature" and fit.prior_precision == math.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            temperature = fit_temperature(logits, labels)
+        got = softmax(keras.ops.convert_to_numpy(layer(logits.astype("float32"))).astype(np.float64), axis=1)
+        np.testing.assert_allclose(got, softmax(logits / temperature, axis=1), atol=1e-5)
+
+    def test_a_fixed_prior_precision_warns_on_too_few_examples_and_on_separation(self):
+        logits, labels = _draw(np.random.default_rng(0), 30, 3.0, 2.0)
+        with pytest.warns(CalibratorFitWarning, match=r"too few examples.*the prior's precision 3 is the one given"):
+            _, fit = fit_calibrator("vector", logits, labels, return_fit=True, prior_precision=3.0)
+        assert fit.status == "regularised" and fit.prior_precision == 3.0
+        rng = np.random.default_rng(0)  # separable by a bias (test_a_map_that_separates_...), 80 examples
+        labels = rng.integers(0, 2, 80)
+        logits = (2 * labels - 1)[:, None] * np.array([-8.0, 8.0]) + rng.normal(size=(80, 2))
+        logits[:4], labels[:4] = [[0.2, -0.4], [0.1, -0.3], [0.4, -0.5], [0.1, -0.2]], 1
+        with pytest.warns(CalibratorFitWarning, match="only the prior's precision 0.001 bounds its sharpness"):
+            layer, fit = fit_calibrator("vector", logits, labels, return_fit=True, prior_precision=1e-3)
+        mapped = keras.ops.convert_to_numpy(layer(logits.astype("float32")))
+        assert fit.prior_precision == 1e-3 and np.all(mapped.argmax(axis=1) == labels)  # not replaced: as asked
+
+    def test_the_chosen_precision_is_scipys_five_fold_one_standard_error_choice(self):
+        # the data of test_a_chosen_prior_is_the_maximum_a_posteriori_map; every fold's map by scipy, centred on
+        # the training folds' temperature scaling; held-out NLLs; the most regularised within one standard error
+        rng = np.random.default_rng(0)
+        s = 2.0 * rng.normal(size=(50, 3))
+        labels = (rng.random((50, 1)) < softmax(s, axis=1).cumsum(axis=1)).argmax(axis=1)
+        z = s / np.array([0.25, 1.0, 4.0])
+        _, fit = _quiet_fit("vector", z, labels)
+        folds = np.empty(50, int)
+        shuffled = np.random.default_rng(0).permutation(50)  # the package's fold rule: classes dealt round-robin
+        folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(50) % 5
+        losses = np.zeros((len(PRIOR_PRECISIONS), 50))
+        for fold in range(5):
+            train, test = folds != fold, folds == fold
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                beta = 1.0 / fit_temperature(z[train], labels[train])
+            for c, precision in enumerate(PRIOR_PRECISIONS):
+                if math.isinf(precision):
+                    params = np.concatenate([np.full(3, beta), np.zeros(3)])
+                else:
+                    weight = precision / (2 * train.sum())
+                    params = _scipy_map_fit("vector", z[train], labels[train], (0.0, weight, weight, beta))
+                held_out = log_softmax(_affine_map("vector", params, z[test]), axis=1)
+                losses[c, test] = -held_out[np.arange(test.sum()), labels[test]]
+        means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
+        chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(50))[0]
+        assert 0 < chosen and fit.prior_precision == PRIOR_PRECISIONS[chosen]
+
     @pytest.mark.parametrize("value", [-1, float("nan"), "10"])
     def test_bad_prior_precision(self, value):
         with pytest.raises(ValueError, match="Invalid value for argument `prior_precision`"):
@@ -326,6 +387,13 @@ class TestOneVsRestRule:
         means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
         chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(40))[0]
         assert layer.model_weight == pytest.approx(4 * PRIORS[chosen] / (40 + 4 * PRIORS[chosen]))
+
+    @pytest.mark.parametrize("method", ["histogram", "isotonic"])
+    def test_below_ten_examples_the_strongest_prior_without_cross_validation(self, method):
+        logits, labels = _draw(np.random.default_rng(0), 9, 3.0, 2.0, k=3)
+        with pytest.warns(CalibratorFitWarning, match="m = 64 examples per class, the strongest: too few examples"):
+            layer, _ = fit_calibrator(method, logits, labels, return_fit=True)
+        assert layer.model_weight == pytest.approx(3 * 64 / (9 + 3 * 64))
 
     @pytest.mark.parametrize("method", ["histogram", "isotonic"])
     def test_large_sets_are_the_plain_maps(self, method):
