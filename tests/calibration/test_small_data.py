@@ -388,6 +388,38 @@ class TestOneVsRestRule:
         chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(40))[0]
         assert layer.model_weight == pytest.approx(4 * PRIORS[chosen] / (40 + 4 * PRIORS[chosen]))
 
+    @pytest.mark.parametrize("seed", range(4))
+    def test_the_histograms_prior_strength_is_cross_validated(self, seed):
+        # equal-mass bins fitted on the training folds only (32 examples: 10 bins of 3 or more, cut at the
+        # midpoints of round(i n / B); scores without ties), read at the held-out fold; the one-SE rule. An
+        # under-confident model, so that the choice varies: m = 16, 64, 64, 4 over the four seeds
+        logits, labels = _draw(np.random.default_rng(seed), 40, 0.3, 4.0, k=4)
+        layer, _ = _quiet_fit("histogram", logits, labels)
+        p = softmax(logits, axis=1)
+        folds = np.empty(40, int)
+        shuffled = np.random.default_rng(0).permutation(40)
+        folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(40) % 5
+        losses = np.zeros((len(PRIORS), 40))
+        for fold in range(5):
+            train, test = folds != fold, folds == fold
+            n_train, mapped = train.sum(), np.zeros((test.sum(), 4))
+            for j in range(4):
+                ordered = np.sort(p[train, j])
+                cuts = np.round(np.arange(1, 10) * n_train / 10).astype(int)
+                edges = 0.5 * (ordered[cuts - 1] + ordered[cuts])
+                bins = np.searchsorted(edges, p[train, j], side="left")
+                frequency = np.bincount(bins, weights=labels[train] == j, minlength=10) / np.bincount(
+                    bins, minlength=10
+                )
+                mapped[:, j] = frequency[np.searchsorted(edges, p[test, j], side="left")]
+            for c, m in enumerate(PRIORS):
+                w, floor = 4 * m / (n_train + 4 * m), 1 / (4 * n_train)
+                q = (1 - w) * (mapped + floor) / (mapped + floor).sum(axis=1, keepdims=True) + w * p[test]
+                losses[c, test] = -np.log(q[np.arange(test.sum()), labels[test]])
+        means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
+        chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(40))[0]
+        assert layer.model_weight == pytest.approx(4 * PRIORS[chosen] / (40 + 4 * PRIORS[chosen]))
+
     @pytest.mark.parametrize("method", ["histogram", "isotonic"])
     def test_below_ten_examples_the_strongest_prior_without_cross_validation(self, method):
         logits, labels = _draw(np.random.default_rng(0), 9, 3.0, 2.0, k=3)
