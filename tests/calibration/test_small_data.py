@@ -132,6 +132,42 @@ def _weights(layer):
     return np.concatenate([np.ravel(w) for w in layer.get_weights()]).astype(np.float64)
 
 
+def _per_class_miscalibrated():
+    """Three classes, each miscalibrated by its own scale: 50 examples (fewer than 10 per parameter of 6)."""
+    rng = np.random.default_rng(0)
+    s = 2.0 * rng.normal(size=(50, 3))
+    labels = (rng.random((50, 1)) < softmax(s, axis=1).cumsum(axis=1)).argmax(axis=1)
+    return s / np.array([0.25, 1.0, 4.0]), labels
+
+
+def _package_folds(labels, num_folds=5):
+    """The package's fold rule, written out: classes dealt round-robin over the folds after a fixed shuffle."""
+    n = len(labels)
+    folds, shuffled = np.empty(n, int), np.random.default_rng(0).permutation(n)
+    folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(n) % num_folds
+    return folds
+
+
+def _one_standard_error(losses):
+    """The first candidate whose mean held-out loss is within one standard error of the best's."""
+    means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
+    return np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(losses.shape[1]))[0]
+
+
+def _cross_validated_strength(p, labels, held_out_map):
+    """The one-vs-rest prior's strength `m` by the package's folds and the one-SE rule, computed here."""
+    folds, (n, k) = _package_folds(labels), p.shape
+    losses = np.zeros((len(PRIORS), n))
+    for fold in range(5):
+        train, test = folds != fold, folds == fold
+        mapped, n_train = held_out_map(p[train], labels[train], p[test]), train.sum()
+        for c, m in enumerate(PRIORS):
+            w, floor = k * m / (n_train + k * m), 1 / (k * n_train)
+            q = (1 - w) * (mapped + floor) / (mapped + floor).sum(axis=1, keepdims=True) + w * p[test]
+            losses[c, test] = -np.log(q[np.arange(test.sum()), labels[test]])
+    return PRIORS[_one_standard_error(losses)]
+
+
 class TestAffineRule:
     @pytest.mark.parametrize("method", AFFINE)
     def test_thirty_examples_warn_and_fall_back_to_temperature_scaling(self, method):
@@ -146,11 +182,7 @@ class TestAffineRule:
         np.testing.assert_allclose(got, softmax(logits / temperature, axis=1), atol=1e-5)
 
     def test_a_chosen_prior_is_the_maximum_a_posteriori_map(self):
-        # three classes, each miscalibrated by its own scale: 50 examples (fewer than 10 per parameter of 6)
-        rng = np.random.default_rng(0)
-        s = 2.0 * rng.normal(size=(50, 3))
-        labels = (rng.random((50, 1)) < softmax(s, axis=1).cumsum(axis=1)).argmax(axis=1)
-        z = s / np.array([0.25, 1.0, 4.0])
+        z, labels = _per_class_miscalibrated()
         layer, fit = _quiet_fit("vector", z, labels)
         assert fit.status == "regularised" and fit.prior_precision in PRIOR_PRECISIONS[1:]
         assert "precision" in fit.warning and "5-fold cross-validation" in fit.warning
@@ -287,16 +319,11 @@ class TestAffineRule:
         assert fit.prior_precision == 1e-3 and np.all(mapped.argmax(axis=1) == labels)  # not replaced: as asked
 
     def test_the_chosen_precision_is_scipys_five_fold_one_standard_error_choice(self):
-        # the data of test_a_chosen_prior_is_the_maximum_a_posteriori_map; every fold's map by scipy, centred on
-        # the training folds' temperature scaling; held-out NLLs; the most regularised within one standard error
-        rng = np.random.default_rng(0)
-        s = 2.0 * rng.normal(size=(50, 3))
-        labels = (rng.random((50, 1)) < softmax(s, axis=1).cumsum(axis=1)).argmax(axis=1)
-        z = s / np.array([0.25, 1.0, 4.0])
+        # every fold's map by scipy, centred on the training folds' temperature scaling; held-out NLLs; the most
+        # regularised within one standard error
+        z, labels = _per_class_miscalibrated()
         _, fit = _quiet_fit("vector", z, labels)
-        folds = np.empty(50, int)
-        shuffled = np.random.default_rng(0).permutation(50)  # the package's fold rule: classes dealt round-robin
-        folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(50) % 5
+        folds = _package_folds(labels)
         losses = np.zeros((len(PRIOR_PRECISIONS), 50))
         for fold in range(5):
             train, test = folds != fold, folds == fold
@@ -311,8 +338,7 @@ class TestAffineRule:
                     params = _scipy_map_fit("vector", z[train], labels[train], (0.0, weight, weight, beta))
                 held_out = log_softmax(_affine_map("vector", params, z[test]), axis=1)
                 losses[c, test] = -held_out[np.arange(test.sum()), labels[test]]
-        means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
-        chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(50))[0]
+        chosen = _one_standard_error(losses)
         assert 0 < chosen and fit.prior_precision == PRIOR_PRECISIONS[chosen]
 
     @pytest.mark.parametrize("value", [-1, float("nan"), "10"])
@@ -366,59 +392,38 @@ class TestOneVsRestRule:
 
     @pytest.mark.parametrize("seed", range(4))
     def test_the_prior_strength_is_cross_validated(self, seed):
-        # scikit-learn's isotonic maps on stratified folds, each candidate prior's held-out NLL, the one-SE rule
+        # scikit-learn's isotonic maps on the training folds, read at the held-out fold
+        def isotonic(train_p, train_labels, test_p):
+            fitted = [IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(train_p[:, j], train_labels == j)
+                      for j in range(4)]  # fmt: skip
+            return np.stack([r.predict(test_p[:, j]) for j, r in enumerate(fitted)], axis=1)
+
         logits, labels = _draw(np.random.default_rng(seed), 40, 3.0, 2.0, k=4)
         layer, _ = _quiet_fit("isotonic", logits, labels)
-        p = softmax(logits, axis=1)
-        folds = np.empty(40, int)
-        shuffled = np.random.default_rng(0).permutation(40)  # the package's fold rule: classes dealt round-robin
-        folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(40) % 5
-        losses = np.zeros((len(PRIORS), 40))
-        for fold in range(5):
-            train, test = folds != fold, folds == fold
-            isotonic = [IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip") for _ in range(4)]
-            mapped = np.stack([r.fit(p[train, j], labels[train] == j).predict(p[test, j])
-                               for j, r in enumerate(isotonic)], axis=1)  # fmt: skip
-            n_train = train.sum()
-            for c, m in enumerate(PRIORS):
-                w, floor = 4 * m / (n_train + 4 * m), 1 / (4 * n_train)
-                q = (1 - w) * (mapped + floor) / (mapped + floor).sum(axis=1, keepdims=True) + w * p[test]
-                losses[c, test] = -np.log(q[np.arange(test.sum()), labels[test]])
-        means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
-        chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(40))[0]
-        assert layer.model_weight == pytest.approx(4 * PRIORS[chosen] / (40 + 4 * PRIORS[chosen]))
+        m = _cross_validated_strength(softmax(logits, axis=1), labels, isotonic)
+        assert layer.model_weight == pytest.approx(4 * m / (40 + 4 * m))
 
     @pytest.mark.parametrize("seed", range(4))
     def test_the_histograms_prior_strength_is_cross_validated(self, seed):
         # equal-mass bins fitted on the training folds only (32 examples: 10 bins of 3 or more, cut at the
-        # midpoints of round(i n / B); scores without ties), read at the held-out fold; the one-SE rule. An
-        # under-confident model, so that the choice varies: m = 16, 64, 64, 4 over the four seeds
+        # midpoints of round(i n / B); scores without ties), read at the held-out fold. An under-confident model,
+        # so that the choice varies: m = 16, 64, 64, 4 over the four seeds
+        def histogram(train_p, train_labels, test_p):
+            mapped = np.zeros((len(test_p), 4))
+            for j in range(4):
+                ordered = np.sort(train_p[:, j])
+                cuts = np.round(np.arange(1, 10) * len(ordered) / 10).astype(int)
+                edges = 0.5 * (ordered[cuts - 1] + ordered[cuts])
+                bins = np.searchsorted(edges, train_p[:, j], side="left")
+                counts = np.bincount(bins, minlength=10)
+                frequency = np.bincount(bins, weights=train_labels == j, minlength=10) / counts
+                mapped[:, j] = frequency[np.searchsorted(edges, test_p[:, j], side="left")]
+            return mapped
+
         logits, labels = _draw(np.random.default_rng(seed), 40, 0.3, 4.0, k=4)
         layer, _ = _quiet_fit("histogram", logits, labels)
-        p = softmax(logits, axis=1)
-        folds = np.empty(40, int)
-        shuffled = np.random.default_rng(0).permutation(40)
-        folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(40) % 5
-        losses = np.zeros((len(PRIORS), 40))
-        for fold in range(5):
-            train, test = folds != fold, folds == fold
-            n_train, mapped = train.sum(), np.zeros((test.sum(), 4))
-            for j in range(4):
-                ordered = np.sort(p[train, j])
-                cuts = np.round(np.arange(1, 10) * n_train / 10).astype(int)
-                edges = 0.5 * (ordered[cuts - 1] + ordered[cuts])
-                bins = np.searchsorted(edges, p[train, j], side="left")
-                frequency = np.bincount(bins, weights=labels[train] == j, minlength=10) / np.bincount(
-                    bins, minlength=10
-                )
-                mapped[:, j] = frequency[np.searchsorted(edges, p[test, j], side="left")]
-            for c, m in enumerate(PRIORS):
-                w, floor = 4 * m / (n_train + 4 * m), 1 / (4 * n_train)
-                q = (1 - w) * (mapped + floor) / (mapped + floor).sum(axis=1, keepdims=True) + w * p[test]
-                losses[c, test] = -np.log(q[np.arange(test.sum()), labels[test]])
-        means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
-        chosen = np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(40))[0]
-        assert layer.model_weight == pytest.approx(4 * PRIORS[chosen] / (40 + 4 * PRIORS[chosen]))
+        m = _cross_validated_strength(softmax(logits, axis=1), labels, histogram)
+        assert layer.model_weight == pytest.approx(4 * m / (40 + 4 * m))
 
     @pytest.mark.parametrize("method", ["histogram", "isotonic"])
     def test_below_ten_examples_the_strongest_prior_without_cross_validation(self, method):
