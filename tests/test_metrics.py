@@ -47,7 +47,7 @@ NAMES = ["ece", "mce", "cwece", "class_conditional_ece", "nll", "brier", "top_la
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("batch_size", [1, 37, 500])
 def test_streaming_equals_whole_set_reference(rng, name, batch_size):
-    labels, probs, _ = _data(rng)
+    labels, probs, _ = _data(rng, n=120 if batch_size == 1 else 500)  # 120 eager one-example updates, not 500
     order = rng.permutation(len(labels))
     metric = _metric(name)
     for start in range(0, len(labels), batch_size):
@@ -150,9 +150,10 @@ def test_mirrored_strategy_two_devices_equals_reference(rng, mirrored_strategy):
 @pytest.mark.parametrize(
     "policy, jit_compile",
     [
-        ("float32", True),
+        # each XLA compile costs ~3 s: bfloat16 under XLA by default, the others with -m slow (issue 22: <= 5 min)
+        pytest.param("float32", True, marks=pytest.mark.slow),
         ("mixed_float16", False),
-        ("mixed_float16", True),
+        pytest.param("mixed_float16", True, marks=pytest.mark.slow),
         ("mixed_bfloat16", False),
         ("mixed_bfloat16", True),
     ],
