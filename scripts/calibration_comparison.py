@@ -137,6 +137,8 @@ def collect(output, names, seeds):
                 if os.path.exists(post_hoc):
                     with open(post_hoc) as file:
                         found[(name, seed)]["rows"] += json.load(file)
+                elif (name, seed) in stored:  # a run without its post-hoc fits (--no-post-hoc): the stored ones
+                    found[(name, seed)]["rows"] += _post_hoc_rows(stored[(name, seed)])
             elif (name, seed) in stored:
                 found[(name, seed)] = stored[(name, seed)]
     return found
@@ -173,15 +175,21 @@ def refit_post_hoc(output, name, seed, synthetic_test, stored):
     """
     directory = run_directory(output, name, seed)
     if not os.path.exists(os.path.join(directory, "model_ils.keras")):
+        if os.path.exists(os.path.join(directory, "results.json")):
+            raise RuntimeError(f"{directory} holds results.json without the networks: remove it to run it again")
         run_one(output, name, seed, synthetic_test)
         return collect(output, [name], [seed])[(name, seed)]
     _post_hoc(_splits(name, seed, output, synthetic_test), directory)
     with open(os.path.join(directory, "posthoc.json")) as file:
         post_hoc = json.load(file)
+    post_hoc_rows = _post_hoc_rows(stored)
+    return {**stored, "rows": [row for row in stored["rows"] if row not in post_hoc_rows] + post_hoc}
+
+
+def _post_hoc_rows(block):
+    """The block's rows of the calibrators fitted by `_post_hoc` (all but temperature scaling, on No LS and ILS)."""
     suffixes = tuple(f" + {suffix}" for method, suffix in CALIBRATORS.values() if method != "temperature")
-    kept = [row for row in stored["rows"] if not (row["model"].startswith(POST_HOC_BASES)
-                                                  and row["model"].endswith(suffixes))]  # fmt: skip
-    return {**stored, "rows": kept + post_hoc}
+    return [row for row in block["rows"] if row["model"].startswith(POST_HOC_BASES) and row["model"].endswith(suffixes)]
 
 
 def _value(results, row, metric):
@@ -379,6 +387,8 @@ def markdown(found, names, seeds, results):
 
 
 def write_outputs(output, found, names, seeds):
+    if not found:
+        raise SystemExit(f"no runs in {output}/runs and no {output}/rows.json: run without --tables-only first")
     results = ranked(output, found, names, seeds)
     tables = markdown(found, names, seeds, results)
     with open(os.path.join(output, "tables.md"), "w") as file:
@@ -388,7 +398,7 @@ def write_outputs(output, found, names, seeds):
          "rows": [{"model": row["model"], "hyperparameters": row["hyperparameters"],
                    "temperature_status": row["temperature_status"],
                    **{m: row["all"].get(m) for m in METRICS}} for row in r["rows"]]}
-        for (name, seed), r in sorted(found.items())
+        for (name, seed), r in sorted({**stored_rows(output), **found}.items())  # blocks not asked for are kept
     ]  # fmt: skip
     with open(os.path.join(output, "rows.json"), "w") as file:
         json.dump(compact, file, indent=0)

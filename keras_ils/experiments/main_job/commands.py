@@ -332,8 +332,8 @@ class _WarningLines:
         if self.repeated:
             more = f"{self.repeated} more warning{'s' if self.repeated > 1 else ''} of a kind shown above"
             print(f"keras-ils: warning: {more} (another row or seed) {'were' if self.repeated > 1 else 'was'} not "
-                  'repeated; every fit\'s status is the table\'s "T fit" column and results.json\'s '
-                  "temperature_status.", file=self.stream)  # fmt: skip
+                  "repeated; each row's fit status is kept with its results (results.json's temperature_status).",
+                  file=self.stream)  # fmt: skip
 
 
 def execute(args) -> tuple[int, str]:
