@@ -31,6 +31,7 @@ from keras_ils.calibration.solvers import (
     _calibrated_logits,
     _diagnosis,
     _objective,
+    _separates,
     minimise,
     newton,
 )
@@ -191,10 +192,6 @@ def _cross_validated_choice(method, features, labels, settings) -> int:
     return small_data.one_standard_error_choice(losses)
 
 
-def _separates(parameters, features, labels, full) -> bool:
-    return bool(np.all(_calibrated_logits(parameters, features, full).argmax(axis=1) == labels))
-
-
 def _validated_fit(method, features, labels, odir, settings):
     """`(parameters, CalibratorFit)` of the default rule: the prior's precision chosen by cross-validation.
 
@@ -209,13 +206,13 @@ def _validated_fit(method, features, labels, odir, settings):
         parameters, report = _plain_fit(method, features, labels, odir, settings)
         if not _separates(parameters, features, labels, full):
             return parameters, report
-        precision = 0.0  # the plain fit, separating: replaced below
+        precision, replaced = 0.0, True  # the plain fit, separating
     else:
         chosen = 0 if not_cross_validated else _cross_validated_choice(method, features, labels, settings)
         path = _prior_path(features, labels, full, settings, small_data.PRIOR_PRECISIONS[: chosen + 1])
         *_, (parameters, beta, *solver) = path
         precision = small_data.PRIOR_PRECISIONS[chosen]
-    replaced = not math.isinf(precision) and _separates(parameters, features, labels, full)
+        replaced = not math.isinf(precision) and _separates(parameters, features, labels, full)
     if replaced:  # the report is temperature scaling's map's: no iterations of the discarded fit
         parameters, beta = _temperature_map(features, labels, full)
         solver = (0, True)

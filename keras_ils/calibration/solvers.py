@@ -35,6 +35,11 @@ def _calibrated_logits(parameters, features, full):
     return (features @ weights if full else features * weights) + bias
 
 
+def _separates(parameters, features, labels, full) -> bool:
+    """Whether the map classifies every example correctly (then the NLL keeps falling as the map sharpens)."""
+    return bool(np.all(_calibrated_logits(parameters, features, full).argmax(axis=1) == labels))
+
+
 class Penalty(NamedTuple):
     """The fit's penalty: `off_diagonal * sum_{i != j} W_ij^2 + diagonal * sum_i (W_ii - centre)^2 + intercept * |b|^2`.
 
@@ -187,7 +192,7 @@ def _diagnosis(method, parameters, features, labels, converged, iterations):
             f"Calibrator fit ({method}): L-BFGS did not converge in {iterations} iterations on {n} validation "
             f"examples (largest parameter {largest:.4g}); the map is the last iterate."
         )
-    if np.all(_calibrated_logits(parameters, features, method != "vector").argmax(axis=1) == labels):
+    if _separates(parameters, features, labels, method != "vector"):
         return "separated", (
             f"Calibrator fit ({method}): the map classifies all {n} validation examples correctly, so their NLL "
             "keeps falling as the map sharpens and has no optimum that they pin down (ODIR alone, if any, bounds "
