@@ -7,6 +7,7 @@ import warnings
 import keras
 import numpy as np
 
+from keras_ils import _outputs
 from keras_ils.calibration import registry
 from keras_ils.data import predict_with_labels
 
@@ -18,7 +19,7 @@ def calibrate(
     validation_data,
     *,
     method: registry.Method = "temperature",
-    from_logits: bool = True,
+    from_logits: bool | None = None,
     return_fit: bool = False,
     **options,
 ):
@@ -41,8 +42,17 @@ def calibrate(
             `"dirichlet"`, `"histogram"`, `"isotonic"` or
             `"ensemble_temperature"` (the layers of `LAYERS`, fitted by
             `fit_calibrator`). Defaults to `"temperature"`.
-        from_logits: whether `model` outputs logits (else probabilities).
-            Defaults to `True`.
+        from_logits: whether `model` outputs logits (else probabilities), or
+            `None` to read it from the model: one whose last layer ends in a
+            softmax (`Dense(K, activation="softmax")`, `keras.layers.Softmax()`,
+            also inside a nested model) outputs probabilities, and so does one
+            whose every validation row is a distribution; otherwise logits.
+            With probabilities the map is fitted on their logs (the logits up
+            to a shift per row, so a softmax model and its logit twin get the
+            same map) and the appended layer takes and returns probabilities.
+            An explicit `True` or `False` that the validation outputs
+            contradict is refused with a `ValueError` that states the fix.
+            Defaults to `None`.
         return_fit: also return the fit's report: a `TemperatureFit` (status,
             example count, unregularised optimum) or a
             `keras_ils.calibration.CalibratorFit`. Defaults to `False`.
@@ -70,9 +80,16 @@ def calibrate(
     (64, 2)
     >>> type(calibrate(model, (x, y), method="dirichlet").layers[-1]).__name__
     'DirichletCalibration'
+
+    A model ending in a softmax is read as one that outputs probabilities:
+
+    >>> softmax_model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="softmax")])
+    >>> calibrate(softmax_model, (x, y)).layers[-1].from_logits
+    False
     """
     registry.check_method_and_options(method, options)
     outputs, y = _predict(model, validation_data)
+    from_logits = _outputs.model_from_logits(model, outputs, from_logits)
     layer, fit, category = registry.fit(method, outputs, y, from_logits=from_logits, **options)
     if fit.warning:
         warnings.warn(fit.warning, category, stacklevel=2)

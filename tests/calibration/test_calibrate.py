@@ -164,3 +164,98 @@ class TestEmpty:
             warnings.simplefilter("ignore", TemperatureFitWarning)
             want = [fit_temperature(logits[m], labels) for m in range(2)]
         np.testing.assert_allclose(fit_temperatures(logits, labels[None]), want, rtol=1e-9)
+
+
+def _softmax_twins(rng, kind):
+    """`(logit model, its softmax twin)` of a `kind`: the same weights, the twin ending in a softmax as tutorials do.
+
+    The weights keep every float32 probability above `keras.config.epsilon()`, where the fits clip `p` before
+    taking `log p` (below it, a softmax model's outputs no longer hold its logits up to a shift).
+    """
+    kernel = keras.initializers.Constant(2.0 * rng.normal(size=(4, 3)).astype("float32"))
+    hidden = keras.initializers.Constant(rng.normal(size=(4, 4)).astype("float32"))
+
+    def head(**kwargs):
+        return keras.layers.Dense(3, kernel_initializer=kernel, **kwargs)
+
+    def features():
+        return keras.layers.Dense(4, activation="tanh", kernel_initializer=hidden)
+
+    def sequential(*layers):
+        return keras.Sequential([keras.Input((4,)), *layers])
+
+    def functional(**kwargs):
+        x = keras.Input((4,))
+        return keras.Model(x, head(**kwargs)(features()(x)))
+
+    builders = {
+        "dense softmax": lambda **kw: sequential(features(), head(**kw)),
+        "softmax layer": lambda **kw: sequential(features(), head(), *([keras.layers.Softmax()] if kw else [])),
+        "functional": functional,
+        "nested sequential": lambda **kw: sequential(functional(**kw)),
+    }
+    return builders[kind](), builders[kind](activation="softmax")
+
+
+def _labels_at_temperature(rng, model, x, temperature=2.5):
+    """Labels drawn from `softmax(model's logits / temperature)`: the model is over-confident by `temperature`."""
+    p = _softmax(_outputs(model, x) / temperature)
+    return (p.cumsum(-1) < rng.uniform(size=(len(x), 1))).sum(-1).astype("int32")
+
+
+def _outputs(model, x):
+    return keras.ops.convert_to_numpy(model(x))
+
+
+def _nll(probabilities, labels):
+    return float(-np.mean(np.log(probabilities[np.arange(len(labels)), labels])))
+
+
+def _softmax(logits):
+    z = np.asarray(logits, np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+class TestSoftmaxModels:
+    """A model ending in a softmax is read as probabilities: the same map as its logit twin (issue 29 item 2)."""
+
+    @pytest.mark.parametrize("kind", ["dense softmax", "softmax layer", "functional", "nested sequential"])
+    def test_same_temperature_and_nll_as_the_logit_twin(self, rng, data, kind):
+        logit_model, softmax_model = _softmax_twins(rng, kind)
+        x = data[0]
+        data = (x, y := _labels_at_temperature(rng, logit_model, x))
+        np.testing.assert_allclose(  # twins: the softmax of the one is the other
+            _softmax(_outputs(logit_model, x)), _outputs(softmax_model, x), rtol=1e-4, atol=1e-6
+        )
+        fits = {}
+        for name, model in (("logits", logit_model), ("softmax", softmax_model)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                calibrated, fit = calibrate(model, data, return_fit=True)
+            fits[name] = (float(keras.ops.convert_to_numpy(calibrated.layers[-1].temperature)), calibrated)
+        (t_logits, calibrated_logits), (t_softmax, calibrated_softmax) = fits["logits"], fits["softmax"]
+        assert 1.5 < t_logits < 4.0  # labels drawn at T = 2.5: a real fit, not the starting point
+        np.testing.assert_allclose(t_softmax, t_logits, rtol=1e-4)
+        assert calibrated_softmax.layers[-1].from_logits is False and calibrated_logits.layers[-1].from_logits
+        probabilities = _outputs(calibrated_softmax, x)  # the layer returns probabilities
+        np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+        want = _nll(_softmax(_outputs(calibrated_logits, x)), y)
+        np.testing.assert_allclose(_nll(probabilities, y), want, rtol=1e-4)
+        assert want < _nll(_softmax(_outputs(logit_model, x)), y)  # calibration helped
+
+    @pytest.mark.parametrize("method", ["vector", "histogram"])
+    def test_other_methods_read_the_softmax_too(self, rng, data, method):
+        logit_model, softmax_model = _softmax_twins(rng, "dense softmax")
+        x = data[0]
+        data = (x, _labels_at_temperature(rng, logit_model, x))
+        got = _outputs(_quietly_calibrated(softmax_model, data, method), x)
+        want = _softmax(_outputs(_quietly_calibrated(logit_model, data, method), x))  # from calibrated logits
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+    def test_a_contradicting_declaration_is_refused(self, rng, data):
+        logit_model, softmax_model = _softmax_twins(rng, "dense softmax")
+        with pytest.raises(ValueError, match="declared as logits .*Pass `from_logits=False`"):
+            calibrate(softmax_model, data, from_logits=True)
+        with pytest.raises(ValueError, match="declared as probabilities .*Pass `from_logits=True`"):
+            calibrate(logit_model, data, from_logits=False)
