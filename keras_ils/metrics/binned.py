@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 from keras import ops
 from numpy.typing import ArrayLike
 
@@ -23,11 +24,19 @@ _register = keras.saving.register_keras_serializable(package="keras_ils")
 def bin_index(probabilities: ArrayLike, num_bins: int):
     """The paper's bin of each probability: `clip(ceil(p * N) - 1, 0, N - 1)`.
 
+    A numpy array is binned in numpy, in its own dtype, and gives a numpy
+    array (the numpy scores of `keras_ils.evaluation` bin chunks of their
+    rows without a tensor copy); anything else gives a backend tensor. Both
+    compute `p * N` in the input's float dtype, so float32 inputs get the
+    same bins either way.
+
     Example:
 
     >>> keras.ops.convert_to_numpy(bin_index([0.0, 0.1, 1 / 3, 0.34, 1.0], 3))
     array([0, 0, 0, 1, 2], dtype=int32)
     """
+    if isinstance(probabilities, np.ndarray):
+        return np.clip(np.ceil(probabilities * num_bins).astype(np.int32) - 1, 0, num_bins - 1)
     probabilities = ops.convert_to_tensor(probabilities)
     index = ops.cast(ops.ceil(probabilities * num_bins), "int32") - 1
     return ops.clip(index, 0, num_bins - 1)
