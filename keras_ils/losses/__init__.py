@@ -16,6 +16,17 @@ subclass, the way Keras pairs `categorical_crossentropy` with
 
 The baselines' losses live in `keras_ils.baselines`, the distillation losses
 in `keras_ils.distillation`.
+
+Every loss here takes `from_logits` (default `True`). Told `from_logits=False`,
+a loss refuses `y_pred` that cannot be probabilities (a value outside
+`[0, 1]`, a row not summing to 1 within 1 %), since logits would otherwise
+train silently on a wrong loss: eagerly with a `ValueError`, in Keras' JAX
+step with the same error when the step runs, in a `tf.function` step with a
+`tf.debugging` assertion carrying it; under TensorFlow's XLA, which drops
+assertions, the batch's loss is NaN. In a TensorFlow graph the output of a
+softmax (a model ending in `activation="softmax"`) is a distribution by
+construction and is not checked. `benchmarks/loss_input_check.py` measures
+what the check costs per step.
 """
 
 from keras_ils.losses.focal import FocalLoss, focal_crossentropy

@@ -1,9 +1,11 @@
-"""What the calibration losses share: reading `y_true` into target rows and labels, probabilities, a safe sqrt.
+"""What the losses share: reading `y_pred` and `y_true`, probabilities, a safe sqrt.
 
-Private to `keras_ils.losses`. Every calibration loss reads the package's
-three `y_true` forms (`keras_ils._labels`): sparse labels become one-hot rows,
-teacher targets give their one-hot half, one-hot or soft rows are taken as
-given (their argmax is the class where a formula needs one).
+Private to `keras_ils.losses`. Every loss reads `y_pred` through
+`predictions`, which refuses values that cannot be probabilities when the
+loss was told `from_logits=False`, and the package's three `y_true` forms
+(`keras_ils._labels`) through `read_targets`: sparse labels become one-hot
+rows, teacher targets give their one-hot half, one-hot or soft rows are taken
+as given (their argmax is the class where a formula needs one).
 """
 
 from __future__ import annotations
@@ -14,7 +16,51 @@ from keras import ops
 from keras_ils import _labels
 from keras_ils._checks import number_in
 
-__all__ = ["probabilities", "read_targets", "safe_sqrt", "non_negative"]
+__all__ = ["predictions", "probabilities", "read_targets", "safe_sqrt", "non_negative"]
+
+
+def predictions(y_pred, from_logits: bool):
+    """`y_pred` as a tensor; with `from_logits=False`, refused unless its values can be probabilities.
+
+    Probabilities lie in `[0, 1]` and their rows sum to 1 (within
+    `keras_ils._labels.PROBABILITY_TOLERANCE`); logits given to a loss told
+    `from_logits=False` would otherwise train silently on a wrong loss. The
+    check is `keras_ils._labels.check_probabilities`, the metrics' own:
+
+    | where the loss runs                    | a bad batch                                           |
+    |----------------------------------------|-------------------------------------------------------|
+    | eagerly                                | `ValueError` naming `from_logits=True`                |
+    | a JAX trace (Keras' JAX `fit`)         | the same `ValueError` when the step runs              |
+    |                                        | (`jax.debug.callback`, as `JaxRuntimeError`)          |
+    | a TensorFlow graph (`tf.function`)     | `tf.debugging` assertions with the same message       |
+    | TensorFlow under XLA (`jit_compile`)   | XLA drops assertions: the batch's `y_pred` becomes    |
+    |                                        | NaN, so the loss is NaN (which Keras reports and      |
+    |                                        | `keras.callbacks.TerminateOnNaN` stops on)            |
+
+    In a TensorFlow graph, a `y_pred` computed by a softmax op (a model
+    ending in `activation="softmax"` or `keras.layers.Softmax()`) is a
+    distribution by construction: it is not checked, and costs nothing, as
+    Keras' own cross-entropy reads that op at trace time.
+    """
+    y_pred = ops.convert_to_tensor(y_pred)
+    if from_logits or _softmax_output(y_pred):
+        return y_pred
+    _labels.check_probabilities(ops.stop_gradient(y_pred))  # a check, not part of the loss (and under a JAX grad)
+    if not _labels._in_tensorflow_graph():
+        return y_pred
+    tolerance = ops.cast(_labels.PROBABILITY_TOLERANCE, y_pred.dtype)
+    valid = ops.logical_and(
+        ops.all(ops.logical_and(y_pred >= -tolerance, y_pred <= 1 + tolerance)),
+        ops.all(ops.abs(ops.sum(y_pred, axis=-1) - 1) <= tolerance),
+    )
+    return y_pred + ops.where(valid, ops.zeros((), y_pred.dtype), ops.full((), float("nan"), y_pred.dtype))
+
+
+def _softmax_output(y_pred) -> bool:
+    """Whether `y_pred` is, in a TensorFlow graph, the output of a softmax op (read at trace time, no values)."""
+    if not _labels._in_tensorflow_graph():
+        return False
+    return getattr(getattr(y_pred, "op", None), "type", None) == "Softmax"
 
 
 def read_targets(y_true, y_pred):

@@ -55,7 +55,7 @@ def focal_crossentropy(y_true, y_pred, gamma: Gamma = 3.0, from_logits: bool = T
     1.3596
     """
     gamma = _check_gamma(gamma)
-    y_pred = ops.convert_to_tensor(y_pred)
+    y_pred = _common.predictions(y_pred, from_logits)
     targets, _ = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
     p, log_p = _common.probabilities(y_pred, from_logits)
     if gamma == "flsd53":  # Mukhoti et al.'s schedule: 5 below p_t = 0.2, else 3; no gradient through it
@@ -96,7 +96,8 @@ class FocalLoss(keras.losses.Loss):
     Args:
         gamma: focusing parameter, a float `>= 0` (0 is cross-entropy), or
             `"flsd53"`. Defaults to `3.0`.
-        from_logits: whether `y_pred` are logits (else probabilities).
+        from_logits: whether `y_pred` are logits (else probabilities: values
+            that cannot be are refused, as `keras_ils.losses` says).
             Defaults to `True`.
         reduction: Keras loss reduction. Defaults to `"sum_over_batch_size"`.
         name: Defaults to `"focal_loss"`.

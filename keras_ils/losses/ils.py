@@ -1,15 +1,17 @@
 """`ILSLoss` and `ils_crossentropy`: cross-entropy against no-LS, LS, ILS1, ILS2 or ILS targets.
 
 `from_logits` defaults differ on purpose: `True` for the loss (as for the
-calibration layers, `keras_ils.calibrate` and `keras_ils.evaluate`), `False`
+calibration layers; `keras_ils.calibrate` reads it from the model), `False`
 for the metrics of `keras_ils.metrics` (as for Keras' own metrics). The loss
 is meant for models whose last layer is linear: on logits it is a
 log-softmax, the numerically stable form, and the calibrators act on logits.
 Keras' `CategoricalCrossentropy` defaults to `from_logits=False`: a model
-ending in a softmax needs `ILSLoss(from_logits=False)`, which the loss cannot
-detect (a softmax of probabilities is a valid distribution). The metrics'
-`False` default is the one whose misuse is loud: they check that `y_pred` are
-probabilities and refuse logits with an error naming `from_logits=True`.
+ending in a softmax needs `ILSLoss(from_logits=False)`. Its values cannot
+show the loss that mistake (a softmax of probabilities is a valid
+distribution; Keras' own cross-entropy warns where the graph shows a softmax
+op), while the other one is refused: with `from_logits=False` the loss, like
+the metrics, checks that `y_pred` can be probabilities and refuses logits
+with an error naming `from_logits=True` (see `keras_ils.losses`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from keras import ops
 
 from keras_ils import _labels
 from keras_ils import targets as _targets
+from keras_ils.losses import _common
 
 __all__ = ["ILSLoss", "ils_crossentropy"]
 
@@ -59,7 +62,7 @@ def ils_crossentropy(
 
 def _crossentropy(y_true, y_pred, hyperparameters, from_logits):
     """`ils_crossentropy` on checked hyperparameters (`validate_hyperparameters`' dict)."""
-    y_pred = ops.convert_to_tensor(y_pred)
+    y_pred = _common.predictions(y_pred, from_logits)
     y_true = ops.convert_to_tensor(y_true, dtype=y_pred.dtype)
     num_classes = y_pred.shape[-1]
     kind = _labels.y_true_kind(y_true, num_classes, len(y_pred.shape))
@@ -121,7 +124,8 @@ class ILSLoss(keras.losses.Loss):
             Defaults to `0.2`.
         family: ILS1's curve, `"quadratic"` or `"sinusoidal"`.
             Defaults to `"quadratic"`.
-        from_logits: whether `y_pred` are logits (else probabilities).
+        from_logits: whether `y_pred` are logits (else probabilities: values
+            that cannot be are refused, as `keras_ils.losses` says).
             Defaults to `True`.
         reduction: Keras loss reduction. Defaults to `"sum_over_batch_size"`.
         name: Defaults to `"ils_loss"`.

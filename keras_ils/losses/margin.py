@@ -33,7 +33,7 @@ def margin_label_smoothing_crossentropy(
     0.1
     """
     _check(margin, alpha)
-    y_pred = ops.convert_to_tensor(y_pred)
+    y_pred = _common.predictions(y_pred, from_logits)
     targets, _ = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
     crossentropy = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
     logits = y_pred if from_logits else _common.probabilities(y_pred, False)[1]  # log p: logits up to a shift
@@ -68,7 +68,8 @@ class MarginLabelSmoothingLoss(keras.losses.Loss):
         margin: logit distance that costs nothing, `>= 0`. Defaults to
             `10.0` (the authors' default; their grid is 2, 4, 6, 8, 10).
         alpha: weight of the penalty, `>= 0`. Defaults to `0.1`.
-        from_logits: whether `y_pred` are logits (else probabilities).
+        from_logits: whether `y_pred` are logits (else probabilities: values
+            that cannot be are refused, as `keras_ils.losses` says).
             Defaults to `True`.
         reduction: Keras loss reduction. Defaults to `"sum_over_batch_size"`.
         name: Defaults to `"margin_label_smoothing_loss"`.

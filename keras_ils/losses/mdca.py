@@ -64,7 +64,7 @@ def mdca_crossentropy(y_true, y_pred, beta: float = 1.0, from_logits: bool = Tru
     [0.3554, 1.1663]
     """
     _common.non_negative("beta", beta)
-    y_pred = ops.convert_to_tensor(y_pred)
+    y_pred = _common.predictions(y_pred, from_logits)
     targets, _ = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
     crossentropy = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
     p, _ = _common.probabilities(y_pred, from_logits)
@@ -96,7 +96,8 @@ class MDCALoss(keras.losses.Loss):
     Args:
         beta: the penalty's weight, `>= 0`. Defaults to `1.0` (the authors'
             grid is 1, 5, 10, 15, 20).
-        from_logits: whether `y_pred` are logits (else probabilities).
+        from_logits: whether `y_pred` are logits (else probabilities: values
+            that cannot be are refused, as `keras_ils.losses` says).
             Defaults to `True`.
         reduction: Keras loss reduction. Defaults to `"sum_over_batch_size"`.
         name: Defaults to `"mdca_loss"`.

@@ -67,7 +67,7 @@ def mmce_crossentropy(y_true, y_pred, weight: float = 2.0, from_logits: bool = T
     [0.3852, 1.1962]
     """
     _common.non_negative("weight", weight)
-    y_pred = ops.convert_to_tensor(y_pred)
+    y_pred = _common.predictions(y_pred, from_logits)
     targets, labels = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
     crossentropy = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
     p, _ = _common.probabilities(y_pred, from_logits)
@@ -109,7 +109,8 @@ class MMCELoss(keras.losses.Loss):
     Args:
         weight: the penalty's weight `lambda`, `>= 0`. Defaults to `2.0`
             (the grid used here is 1, 2, 4, 8).
-        from_logits: whether `y_pred` are logits (else probabilities).
+        from_logits: whether `y_pred` are logits (else probabilities: values
+            that cannot be are refused, as `keras_ils.losses` says).
             Defaults to `True`.
         reduction: Keras loss reduction. Defaults to `"sum_over_batch_size"`.
         name: Defaults to `"mmce_loss"`.

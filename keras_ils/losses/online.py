@@ -66,7 +66,7 @@ def online_label_smoothing_crossentropy(y_true, y_pred, soft_labels, alpha: floa
     0.9163
     """
     number_in("alpha", alpha, 0.0, 1.0)
-    y_pred = ops.convert_to_tensor(y_pred)
+    y_pred = _common.predictions(y_pred, from_logits)
     targets, labels = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
     soft = ops.cast(ops.take(ops.convert_to_tensor(soft_labels), labels, axis=0), y_pred.dtype)
     hard = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
@@ -136,7 +136,8 @@ class OnlineLabelSmoothing(keras.losses.Loss):
             `y_pred` at call time), `>= 2`.
         alpha: weight of the hard-label term, in `[0, 1]`. Defaults to `0.5`
             (the authors'; the grid used here is 0.25, 0.5, 0.75).
-        from_logits: whether `y_pred` are logits (else probabilities).
+        from_logits: whether `y_pred` are logits (else probabilities: values
+            that cannot be are refused, as `keras_ils.losses` says).
             Defaults to `True`.
         reduction: Keras loss reduction. Defaults to `"sum_over_batch_size"`.
         name: Defaults to `"online_label_smoothing"`.
