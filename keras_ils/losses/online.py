@@ -77,8 +77,18 @@ def soft_labels_from_statistics(correct_sums, correct_counts, previous) -> np.nd
     """The next `S`: row `y` is the normalised mean predicted distribution of the correct examples of class `y`.
 
     A row whose class had no correctly classified example keeps its previous
-    value: there is no new evidence about it. (The authors' code sets such a
-    row to zero, so that class's examples lose the soft term altogether.)
+    value: the epoch brought no evidence about that class, and its last
+    estimate is the best there is. The authors' code (zhangchbin/
+    OnlineLabelSmoothing, `cifar/scripts/train_cifar_all_methods.py` and
+    `fine-grained/solver.py`) resets such a row to uniform (`1/K`), which makes
+    that class's soft term label smoothing for the next epoch; a widely copied
+    re-implementation (Kurumi233/OnlineLabelSmoothing) zeroes it, dropping the
+    soft term. The two rules agree until a class has been classified right
+    once (`S` starts uniform); after that, a class the model stops getting
+    right for an epoch (a learning-rate drop, strong augmentation, a small
+    class in a large batch) keeps its learned row here instead of falling
+    back to uniform smoothing. The paper's experiment engine
+    (`keras_ils.experiments.engine.loss_terms`) follows the same rule.
 
     Args:
         correct_sums: `[K, K]` sums of the predicted distributions, per true class.
@@ -111,9 +121,11 @@ class OnlineLabelSmoothing(keras.losses.Loss):
     `S` becomes, at the end of every epoch, the mean predicted distribution
     of that epoch's correctly classified training examples of class `y`
     (normalised). `S` starts uniform, so the first epoch is label smoothing
-    with `epsilon = 1 - alpha`; the authors' code starts from zeros, which
-    makes its first epoch plain cross-entropy scaled by `alpha`. A class with
-    no correctly classified example keeps its row (`soft_labels_from_statistics`).
+    with `epsilon = 1 - alpha`, as in the authors' fine-grained code; their
+    CIFAR/ImageNet script starts from zeros, which makes its first epoch
+    plain cross-entropy scaled by `alpha`. A class with no correctly
+    classified example in an epoch keeps its row, where the authors' code
+    resets it to uniform (`soft_labels_from_statistics` says why).
 
     Train with `OnlineLabelSmoothingCallback(loss)`, which updates `S` at the
     end of each epoch; without it `S` stays as it is. The module's note says

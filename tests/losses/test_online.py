@@ -18,7 +18,7 @@ def _np(x):
 
 
 def _expected_matrix(probs, labels, previous):
-    """Zhang et al.'s update, a loop: row y = normalised mean of the correct predictions of class y; else kept."""
+    """The package's update, a loop: row y = normalised mean of the correct predictions of class y; else kept."""
     matrix = np.array(previous, dtype=np.float64)
     for y in range(len(matrix)):
         members = probs[(labels == y) & (probs.argmax(1) == y)]
@@ -38,6 +38,38 @@ def test_soft_labels_from_statistics_against_the_loop(rng):
     got = soft_labels_from_statistics(sums, counts, previous)
     np.testing.assert_allclose(got, _expected_matrix(probs, labels, previous), rtol=1e-6)
     np.testing.assert_allclose(got[K - 1], previous[K - 1], rtol=1e-6)
+
+
+def _authors_update(probs, labels, num_classes):
+    """The epoch-end update of Zhang et al.'s code (zhangchbin/OnlineLabelSmoothing, `train_cifar_all_methods.py`),
+    in numpy: per example, a correct top-1 prediction adds its distribution to its class's sum; then each row is the
+    mean of its sums, or uniform (1/K) for a class with none."""
+    sums, counts = np.zeros((num_classes, num_classes)), np.zeros(num_classes)
+    for p, y in zip(probs, labels, strict=True):
+        if np.argsort(-p)[0] == y:
+            sums[y] += p
+            counts[y] += 1
+    matrix = np.full((num_classes, num_classes), 1.0 / num_classes)
+    for y in range(num_classes):
+        if counts[y] >= 0.5:
+            matrix[y] = sums[y] / counts[y]
+    return matrix
+
+
+def test_the_update_is_the_authors_except_for_a_class_never_right(rng):
+    """Rows of classes classified right are the authors' mean; a class with none keeps its row (theirs: uniform)."""
+    probs = rng.dirichlet(np.ones(K), size=300)
+    labels = rng.integers(0, K, 300)
+    labels[(labels == 3) & (probs.argmax(1) == 3)] = 0  # class 3 is never classified right
+    correct = probs.argmax(1) == labels
+    sums = np.stack([probs[correct & (labels == y)].sum(0) for y in range(K)])
+    counts = np.array([(correct & (labels == y)).sum() for y in range(K)])
+    previous = rng.dirichlet(np.ones(K), size=K)
+    got = soft_labels_from_statistics(sums, counts, previous)
+    authors = _authors_update(probs, labels, K)
+    np.testing.assert_allclose(got[:3], authors[:3], rtol=1e-6)
+    np.testing.assert_allclose(got[3], previous[3], rtol=1e-6)  # kept, where the authors reset it to uniform
+    np.testing.assert_allclose(authors[3], 1 / K)
 
 
 def test_functional_form_against_numpy(rng):
