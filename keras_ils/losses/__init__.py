@@ -12,7 +12,8 @@ subclass, the way Keras pairs `categorical_crossentropy` with
   `mdca_crossentropy` (`losses/mdca.py`): cross-entropy plus a batch-level
   calibration penalty;
 - `OnlineLabelSmoothing` with `OnlineLabelSmoothingCallback` /
-  `online_label_smoothing_crossentropy` (`losses/online.py`): OLS.
+  `online_label_smoothing_crossentropy` (`losses/online.py`): OLS; without
+  its callback it warns (`OnlineLabelSmoothingWarning`).
 
 The baselines' losses live in `keras_ils.baselines`, the distillation losses
 in `keras_ils.distillation`.
@@ -37,6 +38,7 @@ from keras_ils.losses.mmce import MMCELoss, mmce_crossentropy
 from keras_ils.losses.online import (
     OnlineLabelSmoothing,
     OnlineLabelSmoothingCallback,
+    OnlineLabelSmoothingWarning,
     online_label_smoothing_crossentropy,
 )
 
@@ -48,6 +50,7 @@ __all__ = [
     "MarginLabelSmoothingLoss",
     "OnlineLabelSmoothing",
     "OnlineLabelSmoothingCallback",
+    "OnlineLabelSmoothingWarning",
     "focal_crossentropy",
     "ils_crossentropy",
     "margin_label_smoothing_crossentropy",

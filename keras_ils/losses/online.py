@@ -14,6 +14,13 @@ How the pieces fit:
   and turns them into the new `S` when it ends. The statistics are read
   before validation starts (`on_test_begin`), since the loss also runs on the
   validation batches.
+- Without the callback `S` never changes, and the loss is label smoothing
+  with `epsilon = 1 - alpha`. The loss cannot see epochs end, so it says so
+  where it can: at its first call (the first `fit` or `evaluate` step, which
+  Keras traces, or an eager call), a loss for which no callback was made and
+  whose `S` was never learned (set by the callback or loaded with a model)
+  issues one `OnlineLabelSmoothingWarning`. A loss whose `S` was learned and
+  that trains again without its callback keeps that `S` without a warning.
 - `S` is saved with a `.keras` model compiled with the loss and restored
   when it loads; under `tf.distribute` the statistics are summed over the
   replicas (build the loss inside `strategy.scope()`, as the model).
@@ -28,6 +35,8 @@ it holds) but the callback refuses to train with it.
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 import numpy as np
 from keras import ops
@@ -38,6 +47,7 @@ from keras_ils.losses import _common
 __all__ = [
     "OnlineLabelSmoothing",
     "OnlineLabelSmoothingCallback",
+    "OnlineLabelSmoothingWarning",
     "online_label_smoothing_crossentropy",
     "soft_labels_from_statistics",
 ]
@@ -112,6 +122,10 @@ def soft_labels_from_statistics(correct_sums, correct_counts, previous) -> np.nd
     return np.where(seen[:, None], rows, np.asarray(previous, dtype=np.float64)).astype(np.float32)
 
 
+class OnlineLabelSmoothingWarning(UserWarning):
+    """An `OnlineLabelSmoothing` loss runs where its soft labels cannot learn: no `OnlineLabelSmoothingCallback`."""
+
+
 @keras.saving.register_keras_serializable(package="keras_ils")
 class OnlineLabelSmoothing(keras.losses.Loss):
     """Online label smoothing: cross-entropy against hard labels mixed with the model's own class-wise predictions.
@@ -128,7 +142,9 @@ class OnlineLabelSmoothing(keras.losses.Loss):
     resets it to uniform (`soft_labels_from_statistics` says why).
 
     Train with `OnlineLabelSmoothingCallback(loss)`, which updates `S` at the
-    end of each epoch; without it `S` stays as it is. The module's note says
+    end of each epoch; without it `S` stays as it is, and a loss for which no
+    callback was made and whose `S` was never learned warns once
+    (`OnlineLabelSmoothingWarning`) at its first call. The module's note says
     how the statistics are gathered, saved and distributed, and why training
     is TensorFlow only. The statistics count every training example the model
     classifies right, whatever its `sample_weight`, as in the authors' code.
@@ -197,6 +213,9 @@ class OnlineLabelSmoothing(keras.losses.Loss):
         statistic = dict(trainable=False, dtype="float32", aggregation="sum", synchronization="on_read")
         self.correct_sums = keras.Variable(np.zeros((k, k), np.float32), name="correct_sums", **statistic)
         self.correct_counts = keras.Variable(np.zeros((k,), np.float32), name="correct_counts", **statistic)
+        self._has_callback = False  # an OnlineLabelSmoothingCallback was made for this loss
+        self._learned = False  # S was set by update_soft_labels or loaded
+        self._warned = False
 
     def call(self, y_true, y_pred):
         if y_pred.shape[-1] != self.num_classes:
@@ -204,10 +223,36 @@ class OnlineLabelSmoothing(keras.losses.Loss):
                 f"Invalid value for argument `num_classes`. Expected the model's number of classes, "
                 f"{y_pred.shape[-1]} (the last axis of `y_pred`). Received: num_classes={self.num_classes}"
             )
+        self._warn_if_unlearned()
         loss = online_label_smoothing_crossentropy(y_true, y_pred, self.soft_labels, self.alpha, self.from_logits)
         if keras.backend.backend() != "jax":  # see the module's note
             self._accumulate(y_true, y_pred)
         return loss
+
+    def _warn_if_unlearned(self):
+        """One `OnlineLabelSmoothingWarning` at the first call of a loss with no callback and an `S` never learned.
+
+        Runs in Python when the loss is called or traced: Keras' first
+        `fit`/`evaluate` step (its symbolic build) comes before any callback
+        runs, so the callback registers itself when it is made.
+        """
+        if self._has_callback or self._learned or self._warned:
+            return
+        self._warned = True
+        jax = (
+            " (Keras' JAX trainer cannot update it: OLS trains on TensorFlow)"
+            if keras.backend.backend() == "jax"
+            else ""
+        )
+        warnings.warn(
+            f"OnlineLabelSmoothing is used with no OnlineLabelSmoothingCallback made for it, so its soft labels S "
+            f"stay uniform{jax}: trained like this it is label smoothing with epsilon = 1 - alpha = "
+            f"{1 - self.alpha:g}, not online label smoothing. Pass "
+            "`callbacks=[keras_ils.losses.OnlineLabelSmoothingCallback(loss)]` to `model.fit` (a custom training "
+            "loop calls `loss.update_soft_labels()` and `loss.reset_statistics()` at each epoch's end).",
+            OnlineLabelSmoothingWarning,
+            stacklevel=3,
+        )
 
     def _accumulate(self, y_true, y_pred):
         """Adds the batch's correctly classified predicted distributions to the epoch statistics."""
@@ -233,6 +278,7 @@ class OnlineLabelSmoothing(keras.losses.Loss):
         """Sets `S` from `statistics` (default: the current ones), per `soft_labels_from_statistics`."""
         sums, counts = self.statistics() if statistics is None else statistics
         self.soft_labels.assign(soft_labels_from_statistics(sums, counts, ops.convert_to_numpy(self.soft_labels)))
+        self._learned = True
 
     def save_own_variables(self, store):
         """Saves `S` with a `.keras` model compiled with this loss (the statistics are an epoch's, not saved)."""
@@ -240,6 +286,7 @@ class OnlineLabelSmoothing(keras.losses.Loss):
 
     def load_own_variables(self, store):
         self.soft_labels.assign(np.asarray(store["soft_labels"]))
+        self._learned = True
 
     def get_config(self):
         config = super().get_config()
@@ -271,6 +318,7 @@ class OnlineLabelSmoothingCallback(keras.callbacks.Callback):
         if not isinstance(loss, OnlineLabelSmoothing):
             raise TypeError(f"Argument `loss` must be an `OnlineLabelSmoothing`. Received: loss={loss!r}")
         self.loss = loss
+        loss._has_callback = True  # before fit: Keras' first loss call (its symbolic build) precedes on_train_begin
         self._in_epoch = False
         self._snapshot = None
 

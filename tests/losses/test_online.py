@@ -1,12 +1,19 @@
 """OnlineLabelSmoothing and its callback: the soft-label matrix, the epoch update, validation, saving, replicas."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
 from keras import ops
 from test_calibration_losses import _ce
 
-from keras_ils.losses import OnlineLabelSmoothing, OnlineLabelSmoothingCallback, online_label_smoothing_crossentropy
+from keras_ils.losses import (
+    OnlineLabelSmoothing,
+    OnlineLabelSmoothingCallback,
+    OnlineLabelSmoothingWarning,
+    online_label_smoothing_crossentropy,
+)
 from keras_ils.losses.online import soft_labels_from_statistics
 
 K = 4
@@ -86,6 +93,29 @@ def test_num_classes_checked_against_y_pred():
         OnlineLabelSmoothing(3)([0, 1], np.zeros((2, 5), "float32"))
 
 
+def test_warns_once_at_its_first_call_without_a_callback(rng):
+    loss = OnlineLabelSmoothing(K, alpha=0.25)
+    with pytest.warns(OnlineLabelSmoothingWarning, match="epsilon = 1 - alpha = 0.75.*OnlineLabelSmoothingCallback"):
+        loss([0], np.zeros((1, K), "float32"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OnlineLabelSmoothingWarning)
+        loss([0], np.zeros((1, K), "float32"))  # once
+        with_callback = OnlineLabelSmoothing(K)
+        OnlineLabelSmoothingCallback(with_callback)
+        with_callback([0], np.zeros((1, K), "float32"))
+
+
+def test_a_fit_without_its_callback_warns(rng):
+    """A real, compiled `model.fit` of two epochs without the callback: one warning (TensorFlow and JAX)."""
+    x, labels = _data(rng)
+    model, optimizer = _frozen_model()
+    model.compile(optimizer=optimizer, loss=OnlineLabelSmoothing(K))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(x, labels, epochs=2, batch_size=32, verbose=0)
+    assert [w.category for w in caught].count(OnlineLabelSmoothingWarning) == 1
+
+
 def test_callback_needs_the_loss():
     with pytest.raises(TypeError, match="must be an `OnlineLabelSmoothing`"):
         OnlineLabelSmoothingCallback(keras.losses.CategoricalCrossentropy())
@@ -113,7 +143,9 @@ class TestTraining:
         fit = dict(epochs=epochs, batch_size=16, verbose=0, callbacks=[OnlineLabelSmoothingCallback(loss)])
         if validation:
             fit["validation_data"] = (x_val, rng.integers(0, K, 40))
-        model.fit(x, labels, **fit)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", OnlineLabelSmoothingWarning)  # trained as it should be: no warning
+            model.fit(x, labels, **fit)
         return x, labels
 
     @pytest.mark.parametrize("validation", [False, True])
@@ -145,9 +177,11 @@ class TestTraining:
         model.save(tmp_path / "ols.keras")
         loaded = keras.saving.load_model(tmp_path / "ols.keras")
         np.testing.assert_allclose(_np(loaded.loss.soft_labels), matrix)
-        np.testing.assert_allclose(
-            loaded.evaluate(x, labels, verbose=0), model.evaluate(x, labels, verbose=0), rtol=1e-6
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", OnlineLabelSmoothingWarning)  # its S was learned: evaluating is fine
+            np.testing.assert_allclose(
+                loaded.evaluate(x, labels, verbose=0), model.evaluate(x, labels, verbose=0), rtol=1e-6
+            )
         with pytest.raises(ValueError, match="not compiled with this callback's"):
             loaded.fit(x, labels, epochs=1, verbose=0, callbacks=[OnlineLabelSmoothingCallback(loss)])
         loaded.fit(x, labels, epochs=1, verbose=0, callbacks=[OnlineLabelSmoothingCallback(loaded.loss)])
