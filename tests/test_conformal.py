@@ -280,7 +280,7 @@ class TestGuarantee:
         rng = np.random.default_rng(7)
         n_pool, n, alpha, num_splits = 1000, 200, 0.1, 500
         logits, labels = _outputs(rng, n_pool, k=10)
-        layer = fit_conformal(method, logits, labels, randomized=randomized, seed=0)
+        layer = fit_conformal(method, logits, labels, **({"randomized": True, "seed": 0} if randomized else {}))
         uniform = rng.random((n_pool, 1)).astype(np.float32) if randomized else None
         scores = _np(layer.class_scores(logits, uniform))[np.arange(n_pool), labels].astype(np.float64)
         order = np.argsort(rng.random((num_splits, n_pool)), axis=1)
@@ -361,6 +361,12 @@ class TestErrors:
             fit_conformal("lac", logits, labels, randomized=True)
         with pytest.raises(ValueError, match="Invalid value for argument `lam`"):
             fit_conformal("raps", logits, labels, lam=-1.0)
+        with pytest.raises(ValueError, match="Invalid value for argument `k_reg`"):
+            fit_conformal("raps", logits, labels, k_reg=1.5)
+        with pytest.raises(TypeError, match="Unknown option `include_last_label`"):
+            fit_conformal("aps", logits, labels, include_last_label=False)
+        with pytest.raises(ValueError, match=r"`randomized` is an option of method='aps' or 'raps'"):
+            ConformalSets("top_k", randomized=True)
         with pytest.raises(ValueError, match="Invalid value for argument `class_conditional`"):
             fit_conformal("lac", logits, labels, class_conditional="yes")
 

@@ -11,7 +11,7 @@ import numpy as np
 from keras_ils import _labels, _outputs
 from keras_ils._checks import invalid, number_in
 from keras_ils.calibration.model import _followed_by
-from keras_ils.conformal._sets import ConformalSets, Method, check_options
+from keras_ils.conformal._sets import ConformalSets, Method, SetOptions, check_options
 from keras_ils.data import predict_with_labels
 
 __all__ = ["ConformalFit", "conformal_quantile", "conformalize", "fit_conformal", "minimum_examples"]
@@ -110,18 +110,16 @@ def _quantiles(calibration_scores, labels, num_classes, alpha, class_conditional
     return np.array([conformal_quantile(calibration_scores[labels == j], alpha) for j in range(num_classes)])
 
 
-def _fit(method, outputs, labels, alpha, from_logits, class_conditional, randomized, k_reg, lam, seed):
+def _fit(method, outputs, labels, alpha, from_logits, class_conditional, options: SetOptions):
     """`(ConformalSets layer, ConformalFit)` of checked arguments."""
     outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
     _outputs.check_outputs_kind(outputs, from_logits)
     num_examples, num_classes = outputs.shape
-    layer = ConformalSets(
-        method, randomized, k_reg, lam, from_logits=from_logits, seed=seed, trainable=False, name="conformal_sets"
-    )
+    layer = ConformalSets(method, **options._asdict(), from_logits=from_logits, trainable=False, name="conformal_sets")
     layer.build((None, num_classes))
     uniform = None
-    if randomized:
-        uniform = np.random.default_rng(seed).random((num_examples, 1)).astype(np.float32)
+    if options.randomized:
+        uniform = np.random.default_rng(options.seed).random((num_examples, 1)).astype(np.float32)
     every_class = keras.ops.convert_to_numpy(layer.class_scores(outputs.astype(np.float32), uniform))
     calibration_scores = every_class[np.arange(num_examples), labels].astype(np.float64)
     quantiles = _quantiles(calibration_scores, labels, num_classes, alpha, class_conditional)
@@ -137,11 +135,8 @@ def fit_conformal(
     alpha: float = 0.1,
     from_logits: bool = True,
     class_conditional: bool = False,
-    randomized: bool = False,
-    k_reg: int | None = None,
-    lam: float | None = None,
-    seed: int | None = None,
     return_fit: bool = False,
+    **options,
 ):
     """Fits split conformal prediction sets on calibration outputs and returns them as a fixed layer.
 
@@ -179,14 +174,14 @@ def fit_conformal(
             how many examples it needs. Defaults to `0.1`.
         from_logits: whether `outputs` are logits. Defaults to `True`.
         class_conditional: one quantile per class. Defaults to `False`.
-        randomized: randomised sets (`"aps"`, `"raps"`). Defaults to `False`.
-        k_reg: RAPS' rank from which the penalty counts, `>= 0`. Defaults to
-            `None` (`1`).
-        lam: RAPS' penalty per rank, `>= 0`. Defaults to `None` (`0.01`).
-        seed: the seed of the uniform numbers of randomised sets: numpy's
-            for the calibration scores, the layer's `SeedGenerator` for its
-            sets. Defaults to `None`.
         return_fit: also return the `ConformalFit`. Defaults to `False`.
+        **options: the method's own options (a method refuses the others):
+            `randomized` (`"aps"`, `"raps"`: randomised sets, default
+            `False`) and `seed` (an int `>= 0` or `None`, the default: the
+            seed of the uniform numbers, numpy's for the calibration scores
+            and the layer's `SeedGenerator` for its sets); `k_reg` (RAPS'
+            rank from which the penalty counts, an int `>= 0`, default `1`)
+            and `lam` (RAPS' penalty per rank, `>= 0`, default `0.01`).
 
     Returns:
         A built `ConformalSets` layer, not trainable; `(layer, ConformalFit)`
@@ -215,17 +210,17 @@ def fit_conformal(
         Bounded Error Levels"; Vovk (2012), "Conditional validity of
         inductive conformal predictors" (Mondrian).
     """
-    alpha, randomized, k_reg, lam = _checked(method, alpha, class_conditional, randomized, k_reg, lam)
-    layer, fit = _fit(method, outputs, labels, alpha, from_logits, class_conditional, randomized, k_reg, lam, seed)
+    alpha, checked = _checked(method, alpha, class_conditional, options)
+    layer, fit = _fit(method, outputs, labels, alpha, from_logits, class_conditional, checked)
     return (layer, fit) if return_fit else layer
 
 
-def _checked(method, alpha, class_conditional, randomized, k_reg, lam) -> tuple:
-    """`(alpha, randomized, k_reg, lam)`, every argument checked before any work."""
-    randomized, k_reg, lam = check_options(method, randomized, k_reg, lam)
+def _checked(method, alpha, class_conditional, options) -> tuple:
+    """`(alpha, SetOptions)`, every argument checked before any work."""
+    checked = check_options(method, options)
     if not isinstance(class_conditional, bool):
         raise invalid("class_conditional", "True or False", class_conditional)
-    return _checked_alpha(alpha), randomized, k_reg, lam
+    return _checked_alpha(alpha), checked
 
 
 def _calibration_outputs(model, calibration_data):
@@ -255,11 +250,8 @@ def conformalize(
     method: Method = "aps",
     from_logits: bool | None = None,
     class_conditional: bool = False,
-    randomized: bool = False,
-    k_reg: int | None = None,
-    lam: float | None = None,
-    seed: int | None = None,
     return_fit: bool = False,
+    **options,
 ):
     """Fits split conformal prediction sets on calibration data and returns `model` followed by them.
 
@@ -285,11 +277,10 @@ def conformalize(
             probabilities). Defaults to `None`.
         class_conditional: one quantile per class (Mondrian). Defaults to
             `False`.
-        randomized: randomised APS or RAPS sets. Defaults to `False`.
-        k_reg: RAPS' rank from which the penalty counts. Defaults to `None` (`1`).
-        lam: RAPS' penalty per rank. Defaults to `None` (`0.01`).
-        seed: the seed of randomised sets. Defaults to `None`.
         return_fit: also return the `ConformalFit`. Defaults to `False`.
+        **options: the method's options, as in `fit_conformal`:
+            `randomized` and `seed` (`"aps"`, `"raps"`), `k_reg` and `lam`
+            (`"raps"`).
 
     Returns:
         A new model sharing `model`'s layers, its last layer the fitted
@@ -305,10 +296,10 @@ def conformalize(
     >>> masks.shape, sorted(np.unique(masks).tolist())
     ((100, 3), [0.0, 1.0])
     """
-    alpha, randomized, k_reg, lam = _checked(method, alpha, class_conditional, randomized, k_reg, lam)
+    alpha, checked = _checked(method, alpha, class_conditional, options)
     outputs, labels = _calibration_outputs(model, calibration_data)
     from_logits = _outputs.model_from_logits(model, outputs, from_logits)
-    layer, fit = _fit(method, outputs, labels, alpha, from_logits, class_conditional, randomized, k_reg, lam, seed)
+    layer, fit = _fit(method, outputs, labels, alpha, from_logits, class_conditional, checked)
     conformal = _followed_by(model, layer)
     conformal.name = f"{model.name}_conformal"
     return (conformal, fit) if return_fit else conformal

@@ -22,12 +22,12 @@ from keras import ops
 from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.calibration._float32 import float32_by_default, known_classes, to_compute_dtype
 
-__all__ = ["METHODS", "ConformalSets", "Method", "Ranked", "check_options", "ranked", "scores"]
+__all__ = ["METHODS", "ConformalSets", "Method", "Ranked", "SetOptions", "check_options", "members", "ranked", "scores"]
 
 Method = Literal["lac", "aps", "raps", "top_k"]
 
-# method -> the options it takes beyond `alpha` and `class_conditional` (the one table `fit_conformal` checks)
-_OPTIONS = {"lac": (), "aps": ("randomized",), "raps": ("randomized", "k_reg", "lam"), "top_k": ()}
+# method -> the options it takes beyond `alpha` and `class_conditional` (the one table the fits check)
+_OPTIONS = {"lac": (), "aps": ("randomized", "seed"), "raps": ("randomized", "seed", "k_reg", "lam"), "top_k": ()}
 METHODS = tuple(_OPTIONS)
 DEFAULT_K_REG = 1
 DEFAULT_LAM = 0.01
@@ -129,23 +129,36 @@ def members(method, r: Ranked, quantiles, uniform=None, k_reg=DEFAULT_K_REG, lam
     return scores(method, r, uniform, k_reg, lam) <= quantiles
 
 
-def check_options(method, randomized, k_reg, lam) -> tuple:
-    """`(randomized, k_reg, lam)` checked for `method`, with RAPS' defaults; options of other methods refused."""
+class SetOptions(NamedTuple):
+    """A method's options, checked: what travels from `fit_conformal` or `conformalize` to the layer."""
+
+    randomized: bool = False
+    k_reg: int = DEFAULT_K_REG
+    lam: float = DEFAULT_LAM
+    seed: int | None = None
+
+
+def check_options(method, options: dict) -> SetOptions:
+    """`options` checked for `method` (the others refused, naming the methods that take them), with defaults."""
     if method not in _OPTIONS:
         raise invalid("method", f"one of {METHODS}", method)
-    given = {"randomized": randomized, "k_reg": k_reg, "lam": lam}
-    for name, value in given.items():
-        if value not in (None, False) and name not in _OPTIONS[method]:
-            takers = [m for m, options in _OPTIONS.items() if name in options]
-            raise ValueError(
-                f"Argument `{name}` is an option of method={' or '.join(map(repr, takers))}, not of "
-                f"method={method!r}. Received: {name}={value!r}"
-            )
-    if not isinstance(randomized, bool):
-        raise invalid("randomized", "True or False", randomized)
-    k_reg = DEFAULT_K_REG if k_reg is None else integer_at_least("k_reg", k_reg, 0)
-    lam = DEFAULT_LAM if lam is None else number_in("lam", lam, 0.0, expected="a float >= 0")
-    return randomized, k_reg, lam
+    for name in options:
+        if name in _OPTIONS[method]:
+            continue
+        takers = [m for m, allowed in _OPTIONS.items() if name in allowed]
+        if not takers:
+            raise TypeError(f"Unknown option `{name}` of method={method!r}, whose options are {_OPTIONS[method]}.")
+        raise ValueError(
+            f"Argument `{name}` is an option of method={' or '.join(map(repr, takers))}, not of method={method!r}. "
+            f"Received: {name}={options[name]!r}"
+        )
+    checked = SetOptions(**options)
+    if not isinstance(checked.randomized, bool):
+        raise invalid("randomized", "True or False", checked.randomized)
+    if checked.seed is not None:
+        integer_at_least("seed", checked.seed, 0)
+    integer_at_least("k_reg", checked.k_reg, 0)
+    return checked._replace(lam=number_in("lam", checked.lam, 0.0, expected="a float >= 0"))
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -202,11 +215,14 @@ class ConformalSets(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**float32_by_default(kwargs))
-        raps = method == "raps"
-        self.randomized, self.k_reg, self.lam = check_options(
-            method, randomized, k_reg if raps else None, lam if raps else None
-        )
-        self.method, self.from_logits, self.seed = method, bool(from_logits), seed
+        given = {"randomized": randomized, "seed": seed, "k_reg": k_reg, "lam": lam}
+        allowed = _OPTIONS.get(method, ())
+        defaults = SetOptions._field_defaults
+        checked = check_options(method, {n: v for n, v in given.items() if n in allowed or v != defaults[n]})
+        self.randomized, self.seed, self.k_reg, self.lam = checked.randomized, checked.seed, k_reg, lam
+        if method == "raps":
+            self.k_reg, self.lam = checked.k_reg, checked.lam
+        self.method, self.from_logits = method, bool(from_logits)
         self.seed_generator = keras.random.SeedGenerator(seed) if self.randomized else None
 
     def build(self, input_shape):
