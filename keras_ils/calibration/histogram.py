@@ -10,13 +10,16 @@ from keras_ils._checks import integer_at_least
 from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
-    calibrated,
+    count_below,
     cross_validated_model_weight,
+    first_position,
     fitting_probabilities,
     fitting_settings,
     gather_per_class,
+    label_losses,
+    sorted_per_class,
 )
-from keras_ils.calibration.reports import CalibratorFit, mean_nll, message, rare_classes, small_set_clause
+from keras_ils.calibration.reports import CalibratorFit, message, rare_classes, small_set_clause
 
 __all__ = ["DEFAULT_NUM_BINS", "MIN_BIN_EXAMPLES", "HistogramBinning", "bins_for", "fit_histogram", "is_small"]
 
@@ -104,8 +107,7 @@ class HistogramBinning(OneVsRestCalibration):
         )
 
     def _each_class(self, probabilities):
-        edges = ops.cast(self.edges, probabilities.dtype)
-        bins = ops.sum(ops.cast(probabilities[..., None] > edges, "int32"), axis=-1)
+        bins = count_below(ops.cast(self.edges, probabilities.dtype), probabilities)
         return gather_per_class(ops.cast(self.values, probabilities.dtype), bins)
 
     def get_config(self):
@@ -131,52 +133,80 @@ def is_small(num_examples: int, labels, num_classes: int, num_bins: int) -> bool
     return num_examples < num_bins * num_bins or rare_classes(labels, num_classes) is not None
 
 
-def equal_mass_edges(scores, num_bins: int) -> np.ndarray:
-    """Increasing edges of at most `num_bins` equal-mass bins of `scores`, none left empty.
+def _equal_mass_edges(ordered, num_bins: int) -> tuple:
+    """`(edges [K, C], used [K, C], upto [K, C])` of at most `num_bins` equal-mass bins per class, none left empty.
 
-    Each edge is the midpoint between the last score of a bin and the first
-    of the next; tied scores never straddle an edge (an edge inside a run of
-    ties goes, and its two bins merge), so every bin holds at least one score.
+    `ordered [K, n]` holds each class's sorted scores. Each edge is the
+    midpoint between the last score of a bin and the first of the next;
+    tied scores never straddle an edge: an edge with no score above it up to
+    the next edge, or none below it, goes (its bins merge), so every bin
+    holds at least one score. `used` marks the edges kept, `upto` counts the
+    scores at or below each edge.
     """
-    ordered = np.sort(scores)
-    n = len(ordered)
+    num_classes, n = ordered.shape
     cuts = np.unique(np.round(np.arange(1, num_bins) * n / num_bins).astype(int))
     cuts = cuts[(cuts > 0) & (cuts < n)]
-    edges = np.unique(0.5 * (ordered[cuts - 1] + ordered[cuts]))
-    while len(edges):
-        counts = np.bincount(np.searchsorted(edges, scores, side="left"), minlength=len(edges) + 1)
-        empty = np.flatnonzero(counts == 0)
-        if not len(empty):
-            break
-        edges = np.delete(edges, max(empty[0] - 1, 0))
-    return edges
+    edges = 0.5 * (ordered[:, cuts - 1] + ordered[:, cuts])  # non-decreasing along each row
+    distinct = np.ones(edges.shape, bool)
+    distinct[:, 1:] = edges[:, 1:] != edges[:, :-1]
+    starts = np.repeat(np.arange(num_classes) * n, len(cuts))
+    flat, thresholds = ordered.ravel(), edges.ravel()
+    upto = first_position(starts, starts + n, lambda t: np.take(flat, t, mode="clip") > thresholds) - starts
+    upto = upto.reshape(edges.shape)
+    above, following = np.zeros_like(upto), np.full(num_classes, n)
+    for c in reversed(range(len(cuts))):  # the scores between each distinct edge and the next
+        above[:, c] = following - upto[:, c]
+        following = np.where(distinct[:, c], upto[:, c], following)
+    return edges, distinct & (above > 0) & (upto > 0), upto
 
 
 def _bins_and_frequencies(probabilities, labels, num_bins):
-    """`(edges [K, B - 1], values [K, B], each example's value [n, K])` of equal-mass bins per class."""
-    num_classes = probabilities.shape[1]
-    edges = np.ones((num_classes, num_bins - 1))  # unused edges: 1, which no probability exceeds
-    values = np.zeros((num_classes, num_bins))
-    fitted = np.zeros_like(probabilities)
-    for j in range(num_classes):
-        class_edges = equal_mass_edges(probabilities[:, j], num_bins)
-        bins = np.searchsorted(class_edges, probabilities[:, j], side="left")
-        frequencies = np.bincount(bins, weights=(labels == j).astype(np.float64)) / np.bincount(bins)
-        edges[j, : len(class_edges)] = class_edges
-        values[j, : len(frequencies)] = frequencies
-        values[j, len(frequencies) :] = frequencies[-1]
-        fitted[:, j] = frequencies[bins]
-    return edges, values, fitted
+    """`(edges [K, B - 1], values [K, B])` of equal-mass bins per class, each valued at its class frequency.
+
+    Unused edges are 1 (no probability exceeds it) and unused bins repeat
+    the last value.
+    """
+    return _bins(probabilities, labels, probabilities[labels, np.arange(len(labels))], num_bins)
+
+
+def _bins(probabilities, rows, scores, num_bins):
+    """`_bins_and_frequencies` of the rows of `probabilities [K, n]`, for the positives `rows == j` at `scores`."""
+    ordered = sorted_per_class(probabilities)
+    num_rows, n = ordered.shape
+    edges, used, upto = _equal_mass_edges(ordered, num_bins)
+    order = np.argsort(~used, axis=1, kind="stable")  # the used edges first, in order
+    width = used.sum(axis=1)
+    unused = np.arange(edges.shape[1]) >= width[:, None]
+    edges = np.where(unused, 1.0, np.take_along_axis(edges, order, axis=1))
+    bounds = np.where(unused, n, np.take_along_axis(upto, order, axis=1))
+    counts = np.diff(bounds, axis=1, prepend=0, append=n)
+    bins = (edges[rows] < scores[:, None]).sum(axis=1)
+    positives = np.bincount(rows * counts.shape[1] + bins, minlength=counts.size).reshape(counts.shape)
+    frequencies = positives / np.maximum(counts, 1)
+    padded = np.ones((num_rows, num_bins - 1))
+    padded[:, : edges.shape[1]] = edges
+    return padded, np.take_along_axis(frequencies, np.minimum(np.arange(num_bins), width[:, None]), axis=1)
+
+
+def _looked_up(edges, values, probabilities):
+    """Each class's bin value at `probabilities [K, n]`, float64: `values[j, #{edges[j] < p_j}]`, as the layer."""
+    bins = np.zeros(probabilities.shape, np.min_scalar_type(values.shape[1]))
+    for column in edges.T:
+        bins += probabilities > column[:, None]
+    looked_up = np.empty(probabilities.shape)
+    for j, class_bins in enumerate(bins):
+        np.take(values[j], class_bins, out=looked_up[j])
+    return looked_up
 
 
 def _held_out_values(num_bins):
     """`held_out_map` of `cross_validated_model_weight`: bins fitted on the training folds, read at the held-out."""
 
     def values(train_probabilities, train_labels, test_probabilities):
-        used = bins_for(len(train_labels), num_bins, small=True)
-        edges, frequencies, _ = _bins_and_frequencies(train_probabilities, train_labels, used)
-        return np.stack([frequencies[j][np.searchsorted(edges[j], test_probabilities[:, j], side="left")]
-                         for j in range(edges.shape[0])], axis=1)  # fmt: skip
+        edges, frequencies = _bins_and_frequencies(
+            train_probabilities, train_labels, bins_for(len(train_labels), num_bins, small=True)
+        )
+        return _looked_up(edges, frequencies, test_probabilities)
 
     return values
 
@@ -192,14 +222,16 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
     weight `m K / (n + m K)`, `m` cross-validated
     (`keras_ils.calibration.one_vs_rest`), and the
     report's status is `"few_examples"` (with a warning text). Tied scores
-    never straddle an edge, so no bin is ever empty.
+    never straddle an edge, so no bin is ever empty. All classes at once:
+    one sort of each class's probabilities, then a few passes over them
+    (`keras_ils.calibration.one_vs_rest`).
     """
     integer_at_least("num_bins", num_bins, 1)
     probabilities, labels = fitting_probabilities(outputs, labels, from_logits)
-    n, num_classes = probabilities.shape
+    num_classes, n = probabilities.shape
     small = is_small(n, labels, num_classes, num_bins)
     used = bins_for(n, num_bins, small)
-    edges, values, fitted = _bins_and_frequencies(probabilities, labels, used)
+    edges, values = _bins_and_frequencies(probabilities, labels, used)
     prior = cross_validated_model_weight(_held_out_values(num_bins), probabilities, labels) if small else 0.0
     floor, model_weight = fitting_settings(n, num_classes, small, prior)
     layer = HistogramBinning(
@@ -212,5 +244,7 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
         reasons.insert(0, f"{n} validation examples, fewer than {num_bins} bins of {num_bins}, fill {used} "
                        f"equal-mass bins per class of at least {MIN_BIN_EXAMPLES}")  # fmt: skip
     text = message("histogram", [small_set_clause(reasons, floor, model_weight, prior, n)]) if small else None
-    nll = mean_nll(calibrated(fitted, probabilities, floor, model_weight), labels)
+    nll = float(
+        label_losses(_looked_up(edges, values, probabilities), probabilities, labels, floor, model_weight).mean()
+    )
     return layer, CalibratorFit("histogram", "few_examples" if small else "fitted", n, nll, nll, 0, text)

@@ -10,15 +10,18 @@ from keras_ils._checks import integer_at_least
 from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import (
     OneVsRestCalibration,
-    calibrated,
+    count_below,
     cross_validated_model_weight,
+    first_position,
     fitting_probabilities,
     fitting_settings,
     gather_per_class,
+    label_losses,
+    sorted_per_class,
 )
-from keras_ils.calibration.reports import CalibratorFit, mean_nll, message, rare_classes, small_set_clause
+from keras_ils.calibration.reports import CalibratorFit, message, rare_classes, small_set_clause
 
-__all__ = ["IsotonicCalibration", "fit_isotonic", "isotonic_steps"]
+__all__ = ["IsotonicCalibration", "fit_isotonic"]
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -107,7 +110,7 @@ class IsotonicCalibration(OneVsRestCalibration):
         values = ops.cast(self.values, probabilities.dtype)
         x = ops.clip(probabilities, thresholds[:, 0], thresholds[:, -1])
         # scipy's interp1d: the segment [t[i-1], t[i]] with i the count of thresholds below x, within [1, M-1]
-        upper = ops.clip(ops.sum(ops.cast(x[..., None] > thresholds, "int32"), axis=-1), 1, self.num_thresholds - 1)
+        upper = ops.clip(count_below(thresholds, x), 1, self.num_thresholds - 1)
         low_t, high_t = gather_per_class(thresholds, upper - 1), gather_per_class(thresholds, upper)
         low_v, high_v = gather_per_class(values, upper - 1), gather_per_class(values, upper)
         width = high_t - low_t
@@ -118,71 +121,153 @@ class IsotonicCalibration(OneVsRestCalibration):
         return {**super().get_config(), "num_thresholds": self.num_thresholds}
 
 
-def _unique_scores(scores, targets):
-    """scikit-learn's `_make_unique`: a sorted score within `resolution` (1e-15) of its run's first joins the run.
+RESOLUTION = np.finfo(np.float64).resolution  # scikit-learn's tie tolerance, 1e-15
+_TIE_BLOCK = 1 << 18  # scores per block of `_tied_positions`
 
-    Returns `(scores, mean targets, counts)` of the runs. A gap of at least
-    the resolution always starts a run; after a smaller gap (ties) a run
-    starts only where the score has moved the resolution away from the run's
-    first score.
+
+def _tied_positions(ordered) -> np.ndarray:
+    """Flat positions in `ordered [K, n]` (sorted rows) of the scores that join the run before them.
+
+    scikit-learn's `_make_unique`: a score starts a run when it is at least
+    `RESOLUTION` above the first score of the current run. A gap of at least
+    the resolution always starts one; inside a cluster of smaller gaps the
+    runs are found by stepping from run start to run start, all clusters at
+    once (a bisection per step).
     """
-    order = np.lexsort((targets, scores))
-    scores, targets = scores[order], targets[order]
-    resolution = np.finfo(np.float64).resolution
-    starts = np.concatenate([[True], np.diff(scores) >= resolution])
-    run_first = np.maximum.accumulate(np.where(starts, np.arange(len(scores)), 0))
-    latest = 0
-    for i in np.flatnonzero(~starts):  # ties and near-ties: the sequential rule
-        if scores[i] - scores[max(run_first[i], latest)] >= resolution:
-            starts[i], latest = True, i
-    run = np.cumsum(starts) - 1
-    counts = np.bincount(run)
-    return scores[starts], np.bincount(run, weights=targets) / counts, counts
+    flat, n = ordered.ravel(), ordered.shape[1]
+    blocks = range(0, len(flat) - 1, _TIE_BLOCK)  # the differences in blocks, so that they stay small
+    tied = np.concatenate([np.flatnonzero(np.diff(flat[s : s + _TIE_BLOCK + 1]) < RESOLUTION) + s + 1 for s in blocks])
+    tied = tied[tied % n > 0]  # a class's first score starts its first run
+    if not len(tied):
+        return tied
+    first, last = _blocks(tied)
+    spread = flat[last] - flat[first - 1] >= RESOLUTION  # clusters whose scores span the resolution
+    anchors, ends, starts = first[spread] - 1, last[spread] + 1, []
+    while len(anchors):  # from each cluster's current run start to the next, until past the cluster
+        anchors = _next_start(flat, anchors, ends)
+        inside = anchors < ends
+        anchors, ends = anchors[inside], ends[inside]
+        starts.append(anchors)
+    return np.setdiff1d(tied, np.concatenate(starts), assume_unique=True) if starts else tied
 
 
-def _pool_adjacent_violators(targets, weights):
-    """The weighted least-squares non-decreasing fit of `targets` (the pool-adjacent-violators algorithm)."""
-    means, totals, sizes = [], [], []
-    for target, weight in zip(targets, weights, strict=True):
-        means.append(float(target))
-        totals.append(float(weight))
+def _next_start(flat, anchors, ends) -> np.ndarray:
+    """The first position after each run start `anchors` whose score is `RESOLUTION` above its, or `ends`."""
+    return first_position(anchors + 1, ends, lambda t: np.take(flat, t, mode="clip") - flat[anchors] >= RESOLUTION)
+
+
+def _blocks(tied):
+    """For each tied position, the first and last position of its block of consecutive tied positions."""
+    new = np.ones(len(tied), bool)
+    new[1:] = np.diff(tied) != 1
+    ends = np.append(new[1:], True)
+    first = np.maximum.accumulate(np.where(new, tied, 0))
+    last = np.minimum.accumulate(np.where(ends, tied, tied[-1])[::-1])[::-1]
+    return first, last
+
+
+def _runs_of(tied, positions) -> tuple:
+    """`(start, end)` flat positions of the runs holding `positions`: a run is a start and the tied positions after."""
+    if not len(tied):
+        return positions, positions + 1
+    first, last = _blocks(tied)
+    at = np.minimum(np.searchsorted(tied, positions), len(tied) - 1)
+    after = np.minimum(np.searchsorted(tied, positions + 1), len(tied) - 1)
+    start = np.where(tied[at] == positions, first[at] - 1, positions)
+    return start, np.where(tied[after] == positions + 1, last[after] + 1, positions + 1)
+
+
+def _pooled(means, weights, classes) -> np.ndarray:
+    """Pool adjacent violators within each class: the weighted least-squares non-decreasing fit of `means`.
+
+    Pools neighbours whose means do not increase, as scikit-learn's
+    `_inplace_contiguous_isotonic_regression`, so the fitted levels rise
+    strictly from one block to the next.
+    """
+    levels, totals, sizes, base, current = [], [], [], 0, None
+    for mean, weight, label in zip(means.tolist(), weights.tolist(), classes.tolist(), strict=True):
+        if label != current:
+            base, current = len(levels), label
+        levels.append(mean)
+        totals.append(weight)
         sizes.append(1)
-        while len(means) > 1 and means[-2] > means[-1]:
-            mean, total, size = means.pop(), totals.pop(), sizes.pop()
-            means[-1] = (means[-1] * totals[-1] + mean * total) / (totals[-1] + total)
+        while len(levels) > base + 1 and levels[-2] >= levels[-1]:
+            level, total, size = levels.pop(), totals.pop(), sizes.pop()
+            levels[-1] = (levels[-1] * totals[-1] + level * total) / (totals[-1] + total)
             totals[-1] += total
             sizes[-1] += size
-    return np.repeat(means, sizes)
+    return np.repeat(levels, sizes)
 
 
-def isotonic_steps(scores, targets) -> tuple:
-    """`(thresholds, values)` of scikit-learn's `IsotonicRegression(y_min=0, y_max=1)` fitted on `(scores, targets)`.
+def _steps(probabilities, labels) -> tuple:
+    """`(thresholds, values)` `[K, M]` of scikit-learn's `IsotonicRegression(y_min=0, y_max=1)` on `(p_j, y == j)`.
 
-    Ties (scores within 1e-15) are averaged, the pool-adjacent-violators
-    algorithm fits the non-decreasing sequence, values are clipped to
-    `[0, 1]`, and interior points whose value equals both neighbours' are
-    dropped, as scikit-learn's `X_thresholds_` and `y_thresholds_`.
+    Rows shorter than `M` repeat their last point.
     """
-    scores, means, counts = _unique_scores(np.asarray(scores, np.float64), np.asarray(targets, np.float64))
-    values = np.clip(_pool_adjacent_violators(means, counts), 0.0, 1.0)
-    keep = np.ones(len(values), bool)
-    keep[1:-1] = (values[1:-1] != values[:-2]) | (values[1:-1] != values[2:])
-    return scores[keep], values[keep]
+    num_classes, n = probabilities.shape
+    points, levels, counts = _points(probabilities, labels, probabilities[labels, np.arange(n)])
+    return _padded(points, levels, counts, max(2, counts.max()))
+
+
+def _points(probabilities, rows, scores) -> tuple:
+    """`(thresholds, values, counts)`: each row's isotonic map, its points concatenated, for the positives at `scores`.
+
+    Row `j` of `probabilities [K, n]` is fitted to the indicator of the
+    positives `rows == j` (each at its score `scores`), all rows at once: one
+    sort per row; runs of tied scores averaged; the runs between two holding
+    a positive (all negative) pooled before the pool-adjacent-violators
+    algorithm, which never splits them, so it sees at most `2 P + K`
+    segments for `P` positives; the points whose value equals both
+    neighbours' dropped, as scikit-learn's `X_thresholds_` and
+    `y_thresholds_`.
+    """
+    ordered = sorted_per_class(probabilities)
+    num_rows, n = ordered.shape
+    flat, tied = ordered.ravel(), _tied_positions(ordered)
+    found = first_position(rows * n, rows * n + n, lambda t: np.take(flat, t, mode="clip") >= scores)
+    run_starts, holding = np.unique(_runs_of(tied, found)[0], return_inverse=True)
+    run_ends = _runs_of(tied, run_starts)[1]
+    bounds = np.unique(np.concatenate([np.arange(num_rows) * n, run_starts, run_ends[run_ends % n > 0]]))
+    ends, row = np.append(bounds[1:], num_rows * n), bounds // n
+    held = np.minimum(np.searchsorted(run_starts, bounds), len(run_starts) - 1)
+    positives = np.where(run_starts[held] == bounds, np.bincount(holding, minlength=len(run_starts))[held], 0)
+    levels = np.clip(_pooled(positives / (ends - bounds), ends - bounds, row), 0.0, 1.0)
+    last_run = _runs_of(tied, ends - 1)[0]
+    new_row, last_of_row = np.ones(len(bounds), bool), np.ones(len(bounds), bool)
+    new_row[1:], last_of_row[:-1] = row[1:] != row[:-1], row[1:] != row[:-1]
+    keep_first = new_row | np.append(True, levels[1:] != levels[:-1])
+    keep_last = last_of_row | np.append(levels[:-1] != levels[1:], True)
+    single = last_run == bounds  # a segment of one run: one point
+    kept = np.stack([keep_first | (single & keep_last), keep_last & ~single], axis=1).ravel()
+    positions = np.stack([bounds, last_run], axis=1).ravel()[kept]
+    return flat[positions], np.repeat(levels, 2)[kept], np.bincount(positions // n, minlength=num_rows)
+
+
+def _padded(points, values, counts, width) -> tuple:
+    """`[rows, width]` tables of each row's `counts` concatenated `points` and `values`, its last one repeated."""
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    index = np.minimum(offsets[:-1, None] + np.arange(width), offsets[1:, None] - 1)
+    return points[index], values[index]
+
+
+def _interpolated(thresholds, values, probabilities) -> np.ndarray:
+    """Each class's map at `probabilities [K, n]`, float64: `np.interp` through its points, constant beyond them."""
+    mapped = np.empty(probabilities.shape)
+    for j, class_probabilities in enumerate(probabilities):
+        mapped[j] = np.interp(class_probabilities, thresholds[j], values[j])
+    return mapped
 
 
 def _held_out_values(train_probabilities, train_labels, test_probabilities):
     """`held_out_map` of `cross_validated_model_weight`: each class's map fitted on the training folds."""
-    columns = []
-    for j in range(train_probabilities.shape[1]):
-        thresholds, values = isotonic_steps(train_probabilities[:, j], train_labels == j)
-        columns.append(np.interp(test_probabilities[:, j], thresholds, values))
-    return np.stack(columns, axis=1)
+    return _interpolated(*_steps(train_probabilities, train_labels), test_probabilities)
 
 
 def fit_isotonic(outputs, labels, *, from_logits: bool = True):
     """Fits an `IsotonicCalibration` layer on validation outputs: `(layer, CalibratorFit)`, without warning.
 
-    One `isotonic_steps` per class on `(p_j, y == j)`, with the floor `1 / n`.
+    scikit-learn's isotonic regression per class on `(p_j, y == j)`, all
+    classes at once (`_points`), with the floor `1 / n`.
     On a small set (a class with fewer than `MIN_EXAMPLES_PER_CLASS`
     examples) the floor is `1 / (n K)` and the output is mixed with the
     model's distribution with weight `m K / (n + m K)`, `m` cross-validated
@@ -191,21 +276,17 @@ def fit_isotonic(outputs, labels, *, from_logits: bool = True):
     scikit-learn's either way.
     """
     probabilities, labels = fitting_probabilities(outputs, labels, from_logits)
-    n, num_classes = probabilities.shape
-    steps = [isotonic_steps(probabilities[:, j], labels == j) for j in range(num_classes)]
-    width = max(2, *(len(thresholds) for thresholds, _ in steps))
-    thresholds, values = np.zeros((num_classes, width)), np.zeros((num_classes, width))
-    fitted = np.zeros_like(probabilities)
-    for j, (class_thresholds, class_values) in enumerate(steps):
-        m = len(class_thresholds)
-        thresholds[j, :m], thresholds[j, m:] = class_thresholds, class_thresholds[-1]
-        values[j, :m], values[j, m:] = class_values, class_values[-1]
-        fitted[:, j] = np.interp(probabilities[:, j], class_thresholds, class_values)
+    num_classes, n = probabilities.shape
+    thresholds, values = _steps(probabilities, labels)
     rare = rare_classes(labels, num_classes)
     prior = cross_validated_model_weight(_held_out_values, probabilities, labels) if rare else 0.0
     floor, model_weight = fitting_settings(n, num_classes, rare is not None, prior)
     layer = IsotonicCalibration(
-        num_thresholds=width, floor=floor, from_logits=from_logits, model_weight=model_weight, trainable=False
+        num_thresholds=thresholds.shape[1],
+        floor=floor,
+        from_logits=from_logits,
+        model_weight=model_weight,
+        trainable=False,
     )
     layer.build((None, num_classes))
     layer.set_weights([thresholds, values])
@@ -214,5 +295,6 @@ def fit_isotonic(outputs, labels, *, from_logits: bool = True):
         if rare
         else None
     )
-    nll = mean_nll(calibrated(fitted, probabilities, floor, model_weight), labels)
+    fitted = _interpolated(thresholds, values, probabilities)
+    nll = float(label_losses(fitted, probabilities, labels, floor, model_weight).mean())
     return layer, CalibratorFit("isotonic", "few_examples" if text else "fitted", n, nll, nll, 0, text)

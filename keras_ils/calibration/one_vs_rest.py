@@ -39,6 +39,18 @@ of that class there would get an infinite NLL. The fits choose (see
 A row whose maps are all 0 (possible only with `floor=0`) is uniform. The
 layers output `log q` (log-probabilities: `softmax` of them is `q`), or `q`
 itself with `from_logits=False`, where they also take probabilities.
+
+Where the work runs. The layers are `keras.ops`, so they run where the model
+runs (on the GPU when there is one); each class's map is read by a binary
+search over its points (`count_below`), in `O(N K log M)` work and `O(N K)`
+memory for `N` rows and `M` points per class. The fits are float64 numpy
+on the host, all classes at once, over class-major `[K, n]` probabilities
+(`fitting_probabilities`): their cost is one sort of each class's
+probabilities (`sorted_per_class`) and a few passes over them, plus, for
+isotonic regression, one sequential pool-adjacent-violators pass over at
+most `2 n + K` segments. TensorFlow's sort on a CPU is several times slower
+than numpy's and the pooling is sequential, so numpy is the cheaper place
+for the fits (and they give the same maps under every Keras backend).
 """
 
 from __future__ import annotations
@@ -55,17 +67,20 @@ from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 __all__ = [
     "PRIOR_EXAMPLES_PER_CLASS",
     "OneVsRestCalibration",
-    "calibrated",
+    "count_below",
     "cross_validated_model_weight",
+    "first_position",
     "fitting_probabilities",
     "fitting_settings",
     "gather_per_class",
-    "renormalised",
+    "label_losses",
+    "sorted_per_class",
 ]
 
 
 # the candidate strengths of the small-set prior, in examples per class, strongest (nearest the model) first
 PRIOR_EXAMPLES_PER_CLASS = (64.0, 16.0, 4.0, 1.0)
+_ROWS_PER_BLOCK = 1024  # rows of outputs per block of `fitting_probabilities`
 
 
 def fitting_settings(num_examples: int, num_classes: int, small: bool, prior_examples: float) -> tuple:
@@ -82,49 +97,86 @@ def cross_validated_model_weight(held_out_map, probabilities: np.ndarray, labels
 
     `held_out_map(train_probabilities, train_labels, test_probabilities)`
     fits the per-class maps on the training folds and returns their values
-    `[n_test, K]` on the held-out fold; each candidate's held-out NLL is that
-    of `calibrated` with the training folds' floor and model weight; the
-    one-standard-error rule (`small_data.one_standard_error_choice`) picks the
-    strongest prior within one standard error of the best. With fewer than
+    `[K, n_test]` on the held-out fold (probabilities class-major, as
+    `fitting_probabilities` returns them); each candidate's held-out NLL is
+    that of the layers' `q` with the training folds' floor and model weight
+    (`label_losses`); the one-standard-error rule
+    (`small_data.one_standard_error_choice`) picks the strongest prior within
+    one standard error of the best. With fewer than
     `small_data.MIN_CROSS_VALIDATED` examples (two per fold) the strongest
     prior is the choice, without cross-validation.
     """
-    n, num_classes = probabilities.shape
+    num_classes, n = probabilities.shape
     if n < small_data.MIN_CROSS_VALIDATED:
         return PRIOR_EXAMPLES_PER_CLASS[0]
     folds = small_data.stratified_folds(labels)
     losses = np.zeros((len(PRIOR_EXAMPLES_PER_CLASS), n))
     for fold in range(folds.max() + 1):
         train, test = folds != fold, folds == fold
-        values = held_out_map(probabilities[train], labels[train], probabilities[test])
+        values = held_out_map(probabilities[:, train], labels[train], probabilities[:, test])
         for c, prior_examples in enumerate(PRIOR_EXAMPLES_PER_CLASS):
             floor, model_weight = fitting_settings(int(train.sum()), num_classes, True, prior_examples)
-            chosen = calibrated(values, probabilities[test], floor, model_weight)[np.arange(test.sum()), labels[test]]
-            losses[c, test] = -np.log(np.maximum(chosen, np.finfo(np.float64).tiny))
+            losses[c, test] = label_losses(values, probabilities[:, test], labels[test], floor, model_weight)
     return PRIOR_EXAMPLES_PER_CLASS[small_data.one_standard_error_choice(losses)]
 
 
 def fitting_probabilities(outputs, labels, from_logits: bool, name: str = "outputs") -> tuple:
-    """`(probabilities as float64 [n, K], labels [n])`, checked: what the one-vs-rest fits read."""
+    """`(probabilities [K, n], labels [n])`, checked: what the one-vs-rest fits read, float64 and class-major.
+
+    Class-major (each class's `n` probabilities contiguous) is the layout of
+    the fits' per-class sorts and maps. The softmax runs over blocks of rows,
+    each written transposed, which costs less than either a softmax over a
+    transposed copy or a transposed copy of the softmax.
+    """
     outputs, labels = _labels.outputs_and_labels(outputs, labels, name=name)
     if not from_logits:
         _labels.check_probabilities(outputs)
-        return np.clip(outputs, 0.0, 1.0), labels
-    shifted = np.exp(outputs - outputs.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True), labels
+    probabilities = np.empty(outputs.shape[::-1])
+    for start in range(0, len(outputs), _ROWS_PER_BLOCK):
+        block = outputs[start : start + _ROWS_PER_BLOCK]
+        if from_logits:
+            block = np.exp(block - block.max(axis=1, keepdims=True))
+            block /= block.sum(axis=1, keepdims=True)
+        probabilities[:, start : start + _ROWS_PER_BLOCK] = block.T
+    return np.clip(probabilities, 0.0, 1.0, out=probabilities), labels
 
 
-def renormalised(values, floor: float):
-    """`(values + floor) / row sum` in float64 numpy: the layers' renormalisation, for the fits' reports."""
-    values = values + floor
-    total = values.sum(axis=1, keepdims=True)
-    uniform = np.full_like(values, 1.0 / values.shape[1])
-    return np.where(total > 0, values / np.where(total > 0, total, 1.0), uniform)
+def sorted_per_class(probabilities) -> np.ndarray:
+    """Each class's probabilities in increasing order: `[K, n]` class-major in, a sorted copy out."""
+    return np.sort(probabilities, axis=1)
 
 
-def calibrated(values, probabilities, floor: float, model_weight: float):
-    """The layers' `q` in float64 numpy, for the fits' reports: renormalised `values`, mixed with the model's."""
-    return (1.0 - model_weight) * renormalised(values, floor) + model_weight * probabilities
+def first_position(lo, hi, reached) -> np.ndarray:
+    """For each query, the first integer `t` in `[lo, hi)` where `reached(t)` holds, or `hi`: vectorised bisection.
+
+    `reached` maps an int64 array of positions (one per query) to booleans
+    and must be false then true along each query's range; it may be probed
+    at positions outside the ranges of queries already answered.
+    """
+    lo, hi = np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) >> 1
+        hit = active & reached(mid)
+        hi = np.where(hit, mid, hi)
+        lo = np.where(active & ~hit, mid + 1, lo)
+
+
+def label_losses(values, probabilities, labels, floor: float, model_weight: float) -> np.ndarray:
+    """Each example's `-log q[label]` in float64 numpy, for the maps' `values [K, n]`: the fits' NLL, as the layers.
+
+    `q` is the renormalised values with the floor, mixed with the model's
+    `probabilities [K, n]` (module docstring); a row whose values and floor
+    are all 0 is uniform.
+    """
+    num_classes, n = values.shape
+    total = values.sum(axis=0) + num_classes * floor
+    own = values[labels, np.arange(n)] + floor
+    renormalised = np.where(total > 0, own / np.where(total > 0, total, 1.0), 1.0 / num_classes)
+    chosen = (1.0 - model_weight) * renormalised + model_weight * probabilities[labels, np.arange(n)]
+    return -np.log(np.maximum(chosen, np.finfo(np.float64).tiny))
 
 
 class OneVsRestCalibration(keras.layers.Layer):
@@ -176,3 +228,20 @@ def gather_per_class(table, index):
     num_classes, width = table.shape
     offsets = ops.arange(num_classes, dtype="int32") * width
     return ops.take(ops.reshape(table, (-1,)), ops.cast(index, "int32") + offsets)
+
+
+def count_below(table, x):
+    """`#{m : table[j, m] < x[..., j]}` for every class `j`, int32: `table [K, M]` with non-decreasing rows.
+
+    A binary search (`log2 M` steps of `gather_per_class`), so the work is
+    `O(N K log M)` and the memory `O(N K)` for `N` rows, never `[..., K, M]`.
+    """
+    width = table.shape[1]
+    count = ops.zeros_like(x, dtype="int32")
+    step = 1 << (width.bit_length() - 1) if width else 0
+    while step:  # the largest count whose last entry is below x, one bit at a time
+        candidate = count + step
+        probe = gather_per_class(table, ops.minimum(candidate, width) - 1)
+        count = ops.where((candidate <= width) & (probe < x), candidate, count)
+        step //= 2
+    return count
