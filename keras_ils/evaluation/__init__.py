@@ -6,14 +6,18 @@ re-exported here, so `keras_ils.evaluation.<name>` is the one address of each:
 - `_scores`: `scores`, `evaluate`, `evaluate_outputs`, `paired_difference`
   (accuracy, NLL, ECE, cwECE, class-conditional ECE, Brier, MCE, adaptive
   ECE, smooth ECE, debiased L2 and KS calibration errors: `COLUMNS`, with
-  bootstrap intervals), `top_label_bins`, `adaptive_ece`, `probabilities`;
-- `_calibration`: `smooth_ece`, `debiased_calibration_error`,
-  `ks_calibration_error` (calibration scores beyond binned ECE, also
-  columns of `scores`), `brier_decomposition`.
+  bootstrap intervals), `top_label_bins`, `probabilities`;
+- `_calibration`: `adaptive_ece`, `smooth_ece`, `debiased_calibration_error`,
+  `ks_calibration_error` (calibration scores beyond equal-width ECE, also
+  columns of `scores`), `brier_decomposition`;
+- `_inputs`, the door every public score's inputs pass (finite, of the
+  declared kind, labels in `[0, K)`, at least one example), and `_passes`,
+  which reads `[n, K]` outputs a chunk of rows at a time.
 """
 
 from keras_ils.evaluation._calibration import (
     BrierDecomposition,
+    adaptive_ece,
     brier_decomposition,
     debiased_calibration_error,
     ks_calibration_error,
@@ -22,7 +26,6 @@ from keras_ils.evaluation._calibration import (
 from keras_ils.evaluation._scores import (
     COLUMNS,
     Interval,
-    adaptive_ece,
     evaluate,
     evaluate_outputs,
     paired_difference,

@@ -1,24 +1,33 @@
-"""Calibration scores beyond binned ECE: smooth ECE, debiased L2 calibration error, KS error, Brier decomposition.
+"""Top-label calibration scores beyond equal-width ECE, and the Brier decomposition.
 
 Re-exported by `keras_ils.evaluation`, the address to use. Numpy functions of
-`probabilities [n, K]` and integer `labels [n]`, the conventions of
-`adaptive_ece`. The three top-label errors read each row's confidence
-`max_j p_j` and whether its argmax is the label; the Brier decomposition
-reads every class's probability.
+`probabilities [n, K]` and integer `labels [n]`, checked at the door
+(`_inputs.checked_rows`). The adaptive ECE, smooth ECE, debiased L2 and KS
+errors read each row's confidence `max_j p_j` and whether its argmax is the
+label (`_passes.top_label`; `scores` hands its own to the private `_...`
+versions); the Brier decomposition reads every class's probability, by
+chunks (`_passes.class_bin_sums`).
+
+Ties: the two scores that sort the confidences read them as values, not as
+rows, so that equal confidences (an over-confident float32 model gives many
+of exactly 1.0) give one value under any row order. The equal-mass bins
+(`adaptive_ece`, `debiased_calibration_error`) never split a block of tied
+confidences (`_equal_mass_bins`); the KS error reads its cumulative curves
+only where the confidence changes.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-import keras
 import numpy as np
 
-from keras_ils import metrics as _metrics
 from keras_ils._checks import integer_at_least
+from keras_ils.evaluation import _inputs, _passes
 
 __all__ = [
     "BrierDecomposition",
+    "adaptive_ece",
     "brier_decomposition",
     "debiased_calibration_error",
     "ks_calibration_error",
@@ -30,21 +39,31 @@ _DENSITY_FLOOR = 1e-4  # smooth ECE: added to the kernel density, so that empty 
 _SIGMA_TOLERANCE = 1e-3  # smooth ECE: bandwidths below this count as "too small" in the fixed-point search
 
 
-def _rows(probabilities, labels) -> tuple[np.ndarray, np.ndarray]:
-    """`(probabilities as float64 [n, K], labels as int [n])`, checked."""
-    probabilities, labels = np.asarray(probabilities, dtype=np.float64), np.asarray(labels)
-    if probabilities.ndim != 2 or labels.shape != probabilities.shape[:1]:
-        raise ValueError(
-            "Arguments `probabilities` and `labels` must have shapes [n, K] and [n]. "
-            f"Received: {probabilities.shape} and {labels.shape}"
-        )
-    return probabilities, labels.astype(int)
+def _checked_top_label(probabilities, labels) -> tuple[np.ndarray, np.ndarray]:
+    """`(confidence, correct)` of checked `probabilities` and `labels` (`_passes.top_label`)."""
+    return _passes.top_label(*_inputs.checked_rows(probabilities, labels))
 
 
-def _top_label(probabilities, labels) -> tuple[np.ndarray, np.ndarray]:
-    """`(confidence, correct)` as float64: each row's top probability and whether its argmax is the label."""
-    probabilities, labels = _rows(probabilities, labels)
-    return probabilities.max(axis=-1), (probabilities.argmax(axis=-1) == labels).astype(np.float64)
+def _equal_mass_bins(confidence, num_bins: int) -> np.ndarray:
+    """The equal-mass bin of each of the sorted `confidence [n]`, a block of tied confidences never split.
+
+    By rank, the rows form `min(num_bins, n)` groups whose sizes differ by
+    at most one, the larger first (`numpy.array_split`). A row's bin is the
+    number of groups whose last confidence is below its own, so a block of
+    equal confidences that the groups would cut goes whole to the bin where
+    it begins, and a bin may end up empty. The bins are a function of the
+    values alone: any row order gives the same bins.
+    """
+    n = len(confidence)
+    groups = min(num_bins, n)
+    ends = np.cumsum(np.full(groups, n // groups) + (np.arange(groups) < n % groups))
+    return np.searchsorted(confidence[ends[:-1] - 1], confidence, side="left")
+
+
+def _sorted(confidence, correct) -> tuple[np.ndarray, np.ndarray]:
+    """`confidence` and `correct` sorted by confidence: the sorted confidences do not depend on the row order."""
+    order = np.argsort(confidence, kind="stable")
+    return confidence[order], correct[order]
 
 
 def _grid_spectra(confidence, values, size) -> np.ndarray:
@@ -143,7 +162,11 @@ def smooth_ece(probabilities, labels) -> float:
         Błasiok & Nakkiran (2023), "Smooth ECE: Principled Reliability
         Diagrams via Kernel Smoothing".
     """
-    confidence, correct = _top_label(probabilities, labels)
+    return _smooth_ece(*_checked_top_label(probabilities, labels))
+
+
+def _smooth_ece(confidence, correct) -> float:
+    """`smooth_ece` of the rows' `confidence` and `correct` (float64 `[n]`)."""
     spectra, values = {}, {}
 
     def at(sigma):
@@ -166,22 +189,83 @@ def smooth_ece(probabilities, labels) -> float:
     return at(wide)
 
 
+def adaptive_ece(probabilities, labels, num_bins: int = 15) -> float:
+    """Equal-mass (adaptive) ECE: the top-label ECE with bins of equally many predictions.
+
+    The rows are sorted by their confidence `max_j p_j` and split by rank
+    into `num_bins` bins whose sizes differ by at most one, the larger first
+    (`numpy.array_split`), except that a block of tied confidences is never
+    split: it goes whole to the bin where it begins (so that bin holds more
+    and a later one less, or none). Then
+
+    ```
+    adaptive ECE = sum_b |B_b| / N * |accuracy(B_b) - confidence(B_b)|
+    ```
+
+    Empty bins count for nothing. Equal-width bins leave most bins nearly
+    empty when confidences crowd near 1; equal mass gives every bin the same
+    share of the data (Nixon et al. 2019; Roelofs et al. 2022, "ECE_EM"). Not
+    streamable: a bin's members depend on every prediction, so there is no
+    Keras metric of it.
+
+    Ties: the bins depend on the confidences' values only, so any row order
+    gives the same value; splitting a tied block by row order (a stable
+    sort, as this function did before) made it depend on the order. These
+    are the bins of `uncertainty-calibration`'s `get_equal_bins` (edges
+    midway between the groups, a confidence in the first bin whose edge is
+    `>=` it), so `adaptive_ece` equals its
+    `calibration.get_ece_em(probabilities, labels, num_bins=num_bins)`, ties
+    included, and `debiased_calibration_error` uses the same bins.
+
+    Args:
+        probabilities: `[n, K]` predicted probabilities.
+        labels: `[n]` integer labels.
+        num_bins: number of bins, `>= 1`. Defaults to `15`.
+
+    Returns:
+        The adaptive ECE as a float.
+
+    Example:
+
+    >>> probs = [[0.55, 0.45], [0.61, 0.39], [0.62, 0.38], [0.94, 0.06], [0.95, 0.05]]
+    >>> round(adaptive_ece(probs, [1, 0, 0, 1, 0], num_bins=2), 4)   # bins {0.55, 0.61, 0.62} and {0.94, 0.95}
+    0.222
+    >>> tied = [[0.6, 0.4], [0.9, 0.1], [0.9, 0.1], [0.9, 0.1]]   # the 0.9 block is not split: one bin
+    >>> round(adaptive_ece(tied, [0, 0, 1, 1], num_bins=2), 4), round(adaptive_ece(tied, [0, 1, 1, 0], num_bins=2), 4)
+    (0.325, 0.325)
+
+    References:
+        Nixon et al. (2019), "Measuring Calibration in Deep Learning";
+        Roelofs et al. (2022), "Mitigating Bias in Calibration Error Estimation".
+    """
+    integer_at_least("num_bins", num_bins, 1)
+    return _adaptive_ece(*_checked_top_label(probabilities, labels), num_bins)
+
+
+def _adaptive_ece(confidence, correct, num_bins: int) -> float:
+    confidence, correct = _sorted(confidence, correct)
+    bins = _equal_mass_bins(confidence, num_bins)
+    gaps = np.bincount(bins, correct, num_bins) - np.bincount(bins, confidence, num_bins)
+    return float(np.abs(gaps).sum() / len(confidence))
+
+
 def debiased_calibration_error(probabilities, labels, num_bins: int = 15) -> float:
     """Kumar et al.'s (2019) debiased top-label L2 calibration error, with equal-mass bins.
 
-    The confidences are sorted and split into `min(num_bins, n)` groups of
-    equal size (`numpy.array_split`); the bin edges are the midpoints between
-    neighbouring groups, the last edge is 1, and a row falls in the first bin
-    whose edge is `>=` its confidence (so tied confidences share a bin). In
-    each bin with at least two rows, the squared gap between mean confidence
-    and accuracy is debiased by subtracting the accuracy's sampling variance;
-    bins are weighted by their share of rows, and the square root is taken
-    of the sum (clipped at 0). This is `calibration.get_calibration_error(
-    probs, labels, p=2, debias=True, mode="top-label")` of the
-    `uncertainty-calibration` package on continuous probabilities (its
-    default of 15 bins; tested to 1e-6). That function switches to one bin
-    per distinct value when every class's probabilities take few values
-    (fewer than n/4); this one always uses equal-mass bins.
+    The bins are `adaptive_ece`'s: the confidences sorted and split into
+    `min(num_bins, n)` groups of equal size (`numpy.array_split`), a block of
+    tied confidences never split (it goes whole to the bin where it begins).
+    In each bin with at least two rows, the squared gap between mean
+    confidence and accuracy is debiased by subtracting the accuracy's
+    sampling variance; bins are weighted by their share of rows, and the
+    square root is taken of the sum (clipped at 0). This is
+    `calibration.get_calibration_error(probs, labels, p=2, debias=True,
+    mode="top-label")` of the `uncertainty-calibration` package on
+    continuous probabilities (its default of 15 bins; tested to 1e-6), and
+    its `lower_bound_scaling_ce(..., num_bins=num_bins)` with ties too. That
+    `get_calibration_error` switches to one bin per distinct value when
+    every class's probabilities take few values (fewer than n/4); this one
+    always uses equal-mass bins.
 
     Formula:
 
@@ -208,33 +292,40 @@ def debiased_calibration_error(probabilities, labels, num_bins: int = 15) -> flo
         Kumar, Liang & Ma (2019), "Verified Uncertainty Calibration", NeurIPS.
     """
     integer_at_least("num_bins", num_bins, 1)
-    confidence, correct = _top_label(probabilities, labels)
-    n = len(confidence)
-    if n == 0:
-        return 0.0
-    groups = np.array_split(np.sort(confidence), min(num_bins, n))
-    edges = np.unique([(low[-1] + high[0]) / 2 for low, high in zip(groups[:-1], groups[1:], strict=True)] + [1.0])
-    bins = np.searchsorted(edges, confidence)  # side="left": the first edge >= the confidence
-    counts = np.bincount(bins, minlength=len(edges) + 1).astype(np.float64)
+    return _debiased_calibration_error(*_checked_top_label(probabilities, labels), num_bins)
+
+
+def _debiased_calibration_error(confidence, correct, num_bins: int) -> float:
+    confidence, correct = _sorted(confidence, correct)
+    bins = _equal_mass_bins(confidence, num_bins)
+    counts = np.bincount(bins, minlength=num_bins).astype(np.float64)
     size = np.maximum(counts, 1)
-    accuracy = np.bincount(bins, correct, len(edges) + 1) / size
-    gap = np.bincount(bins, confidence, len(edges) + 1) / size - accuracy
+    accuracy = np.bincount(bins, correct, num_bins) / size
+    gap = np.bincount(bins, confidence, num_bins) / size - accuracy
     terms = np.where(counts >= 2, gap**2 - accuracy * (1 - accuracy) / np.maximum(counts - 1, 1), 0.0)
-    return float(np.sqrt(max(np.sum(counts / n * terms), 0.0)))
+    return float(np.sqrt(max(np.sum(counts / len(confidence) * terms), 0.0)))
 
 
 def ks_calibration_error(probabilities, labels) -> float:
     """Kolmogorov-Smirnov calibration error (Gupta et al. 2021): the largest gap of the cumulative curves.
 
-    The rows are sorted by their confidence `max_j p_j` (a stable sort: ties
-    keep their order), and the error is the largest absolute running sum of
-    `(correct_i - confidence_i) / n`: the largest vertical distance between
-    the cumulative accuracy and cumulative confidence curves. No bins.
+    The rows are sorted by their confidence `max_j p_j`; the cumulative
+    accuracy and cumulative confidence curves are the running sums of
+    `correct_i / n` and `confidence_i / n`, and the error is their largest
+    vertical distance. No bins.
+
+    Ties: the curves are read only where the confidence changes (after the
+    last row of each block of equal confidences, as the empirical
+    distribution functions are), so any row order gives the same value.
+    Gupta et al.'s code reads them after every row of an `argsort`, so its
+    value with tied confidences depends on their order (within a block the
+    curves move by at most the block's share of rows); without ties the two
+    agree. `uncertainty-calibration` has no KS error.
 
     Formula:
 
     ```
-    KS = max_k |(1/n) sum_{i <= k} (correct_(i) - confidence_(i))|,   rows sorted by confidence
+    KS = max_t |(1/n) sum_{i: confidence_i <= t} (correct_i - confidence_i)|,   t over the confidences
     ```
 
     Args:
@@ -242,22 +333,27 @@ def ks_calibration_error(probabilities, labels) -> float:
         labels: `[n]` integer labels.
 
     Returns:
-        The KS calibration error as a float (0 for no rows).
+        The KS calibration error as a float.
 
     Example:
 
     >>> round(ks_calibration_error([[0.6, 0.4], [0.9, 0.1]], [1, 0]), 4)   # running sums -0.3, then -0.25
     0.3
+    >>> round(ks_calibration_error([[0.9, 0.1], [0.9, 0.1]], [0, 1]), 4)   # one block: read after both rows
+    0.4
 
     References:
         Gupta, Rahimi, Ajanthan, Mensink, Sminchisescu & Hartley (2021),
         "Calibration of Neural Networks using Splines", ICLR.
     """
-    confidence, correct = _top_label(probabilities, labels)
-    if len(confidence) == 0:
-        return 0.0
-    order = np.argsort(confidence, kind="stable")
-    return float(np.max(np.abs(np.cumsum(correct[order] - confidence[order]) / len(confidence))))
+    return _ks_calibration_error(*_checked_top_label(probabilities, labels))
+
+
+def _ks_calibration_error(confidence, correct) -> float:
+    confidence, correct = _sorted(confidence, correct)
+    gaps = np.cumsum(correct) - np.cumsum(confidence)  # the integer sums are exact: no order inside a tie shows
+    block_ends = np.append(confidence[1:] != confidence[:-1], True)
+    return float(np.max(np.abs(gaps[block_ends])) / len(confidence))
 
 
 class BrierDecomposition(NamedTuple):
@@ -303,6 +399,9 @@ def brier_decomposition(probabilities, labels, num_bins: int = 15) -> BrierDecom
     - `within_bin_variance = (1/n) sum_j sum_i (p_ij - f_b(i))^2`;
     - `within_bin_covariance = (2/n) sum_j sum_i (p_ij - f_b(i)) (y_ij - o_b(i))`.
 
+    All are read from per-class sums over the bins, a chunk of rows at a
+    time (`_passes.class_bin_sums`), so no `[n, K]` copy is made.
+
     Args:
         probabilities: `[n, K]` predicted probabilities.
         labels: `[n]` integer labels.
@@ -326,21 +425,22 @@ def brier_decomposition(probabilities, labels, num_bins: int = 15) -> BrierDecom
         Brier Score Decomposition".
     """
     integer_at_least("num_bins", num_bins, 1)
-    probabilities, labels = _rows(probabilities, labels)
-    n, k = probabilities.shape
-    one_hot = np.eye(k)[labels]
-    bins = keras.ops.convert_to_numpy(_metrics.bin_index(probabilities.astype(np.float32), num_bins))
-    bins = bins + num_bins * np.arange(k)  # class j's bins are j * num_bins + b
-    counts = np.bincount(bins.ravel(), minlength=k * num_bins).astype(np.float64)
-    size = np.maximum(counts, 1)
-    mean_probability = np.bincount(bins.ravel(), probabilities.ravel(), k * num_bins) / size
-    frequency = np.bincount(bins.ravel(), one_hot.ravel(), k * num_bins) / size
-    overall = np.repeat(one_hot.mean(axis=0), num_bins)
-    spread = probabilities - mean_probability[bins]
+    probabilities, labels = _inputs.checked_rows(probabilities, labels)
+    return _brier_decomposition(_passes.class_bin_sums(probabilities, labels, num_bins))
+
+
+def _brier_decomposition(sums: _passes.ClassBinSums) -> BrierDecomposition:
+    """The terms from the per-class bin sums: `sum_i (p - f_b(i))^2 = sum p^2 - sum_b n_b f_b^2` and, in a bin,
+    `sum (p - f)(y - o) = sum p y - n_b f o`."""
+    n = sums.counts[0].sum()  # each row is in one bin of class 0
+    size = np.maximum(sums.counts, 1)
+    mean_probability, frequency = sums.probability / size, sums.label_counts / size
+    overall = sums.label_counts.sum(axis=-1, keepdims=True) / n
+    covariance = sums.label_probability - sums.counts * mean_probability * frequency
     return BrierDecomposition(
-        reliability=float(np.sum(counts * (mean_probability - frequency) ** 2) / n),
-        resolution=float(np.sum(counts * (frequency - overall) ** 2) / n),
-        uncertainty=float(np.sum(one_hot.mean(axis=0) * (1 - one_hot.mean(axis=0)))),
-        within_bin_variance=float(np.sum(spread**2) / n),
-        within_bin_covariance=float(2 * np.sum(spread * (one_hot - frequency[bins])) / n),
+        reliability=float(np.sum(sums.counts * (mean_probability - frequency) ** 2) / n),
+        resolution=float(np.sum(sums.counts * (frequency - overall) ** 2) / n),
+        uncertainty=float(np.sum(overall * (1 - overall))),
+        within_bin_variance=float((sums.square - np.sum(sums.counts * mean_probability**2)) / n),
+        within_bin_covariance=float(2 * np.sum(covariance) / n),
     )

@@ -9,12 +9,17 @@ the synthetic protocol score thousands of prediction sets and a Keras metric
 object costs ~40 ms a call. Reliability diagrams (`keras_ils.plots`) draw the
 same per-bin sums, `top_label_bins`.
 
-The equal-mass (adaptive) ECE, `adaptive_ece`, is here only: its bins are
-ranks in the whole set, which fixed per-bin sums cannot stream (see
-`keras_ils.metrics`). So are the scores of `keras_ils.evaluation`'s
-`_calibration` module, which are columns too: the smooth ECE (no bins; it
-costs about 5-10 ms a set, most of a `scores` call), the debiased L2
-calibration error (equal-mass bins) and the KS calibration error (no bins).
+The scores of `keras_ils.evaluation`'s `_calibration` module are columns
+too, and numpy only: the equal-mass (adaptive) ECE, whose bins are ranks in
+the whole set, which fixed per-bin sums cannot stream (see
+`keras_ils.metrics`), the smooth ECE (no bins; it costs about 5-10 ms a
+set), the debiased L2 calibration error (equal-mass bins) and the KS
+calibration error (no bins).
+
+Inputs are checked at the door (`_inputs`): finite outputs of the kind
+`from_logits` declares, labels in `[0, K)`, at least one example. The
+`[n, K]` outputs are read a chunk of rows at a time (`_passes.summarise`),
+so a 1,000,000 x 1,000 set costs a few passes over it and no copy of it.
 
 Uncertainty: `evaluate(..., confidence=0.95)` adds percentile bootstrap
 intervals to every score, and `paired_difference` gives the interval of the
@@ -26,19 +31,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import keras
 import numpy as np
 
-from keras_ils import _labels
+from keras_ils import _outputs
 from keras_ils import metrics as _metrics
 from keras_ils._checks import integer_at_least, number_in
 from keras_ils.data import predict_with_labels
-from keras_ils.evaluation import _calibration
+from keras_ils.evaluation import _calibration, _inputs, _passes
 
 __all__ = [
     "COLUMNS",
     "Interval",
-    "adaptive_ece",
     "evaluate",
     "evaluate_outputs",
     "paired_difference",
@@ -68,6 +71,7 @@ def probabilities(outputs, *, from_logits: bool = True) -> tuple[np.ndarray, np.
 
     Logits go through a log-softmax; probabilities are taken as given and
     their log is clipped at `keras.config.epsilon()`, as in `keras_ils.metrics`.
+    The outputs are checked as `scores` checks them.
 
     Example:
 
@@ -75,13 +79,13 @@ def probabilities(outputs, *, from_logits: bool = True) -> tuple[np.ndarray, np.
     >>> p.round(4).tolist()
     [[0.9, 0.1]]
     """
-    outputs = np.asarray(outputs, dtype=np.float32)
-    if not from_logits:
-        _labels.check_probabilities(outputs)
-        return outputs, np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
-    shifted = outputs - outputs.max(axis=-1, keepdims=True)
-    log_probabilities = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    return np.exp(log_probabilities), log_probabilities
+    shape = np.shape(outputs)
+    rows = _inputs.checked_outputs(outputs, from_logits)
+    probs, log_probs = np.empty(rows.shape, dtype=np.float32), np.empty(rows.shape, dtype=np.float32)
+    for part in _passes.row_chunks(*rows.shape):
+        chunk = rows[part].astype(np.float32, copy=False)
+        probs[part], log_probs[part] = _passes.softmax(chunk) if from_logits else (chunk, _passes.clipped_log(chunk))
+    return probs.reshape(shape), log_probs.reshape(shape)
 
 
 def top_label_bins(
@@ -110,18 +114,19 @@ def top_label_bins(
     >>> counts.tolist(), correct.tolist(), confidence.round(4).tolist()
     ([0, 3], [0.0, 2.0], [0.0, 2.4])
     """
-    probabilities, labels = np.asarray(probabilities), np.asarray(labels)
-    confidence = probabilities.max(axis=-1)
-    correct = (probabilities.argmax(axis=-1) == labels).astype(np.float64)
-    bins, shape = _bins(confidence, num_bins), (num_bins,)
-    if per_class:
-        bins, shape = labels * num_bins + bins, (probabilities.shape[-1], num_bins)
+    integer_at_least("num_bins", num_bins, 1)
+    probabilities, labels = _inputs.checked_rows(probabilities, labels)
+    confidence, correct = _passes.top_label(probabilities, labels)
+    return _top_label_bins(confidence, correct, labels, num_bins, probabilities.shape[-1] if per_class else None)
+
+
+def _top_label_bins(confidence, correct, labels, num_bins, num_classes=None):
+    """`top_label_bins` of the rows' top label; per true class when `num_classes` is given."""
+    bins, shape = _metrics.bin_index(confidence.astype(np.float32), num_bins), (num_bins,)
+    if num_classes is not None:
+        bins, shape = labels * num_bins + bins, (num_classes, num_bins)
     size = int(np.prod(shape))
-    sums = (
-        np.bincount(bins, minlength=size),
-        np.bincount(bins, correct, size),
-        np.bincount(bins, confidence.astype(np.float64), size),
-    )
+    sums = (np.bincount(bins, minlength=size), np.bincount(bins, correct, size), np.bincount(bins, confidence, size))
     return tuple(s.reshape(shape) for s in sums)
 
 
@@ -155,92 +160,36 @@ def scores(outputs, labels, *, from_logits: bool = True, num_bins: int = 15) -> 
     >>> round(out["accuracy"], 2), round(out["nll"], 4)
     (0.5, 0.8574)
     """
-    return _scores(*_rows(outputs, labels, from_logits), num_bins)
-
-
-def _rows(outputs, labels, from_logits):
-    """`(probabilities [n, K], log-probabilities [n, K], labels [n])`, one row per prediction, checked."""
-    outputs = np.asarray(outputs, dtype=np.float32)
-    num_classes = outputs.shape[-1]
-    labels = keras.ops.convert_to_numpy(_labels.hard_labels(labels, num_classes, outputs.ndim)).reshape(-1)
-    probs, log_probs = (a.reshape(-1, num_classes) for a in probabilities(outputs, from_logits=from_logits))
-    if len(probs) != len(labels):
-        raise ValueError(
-            f"Arguments `outputs` and `labels` must hold one prediction per label. Received: {len(probs)} "
-            f"predictions and {len(labels)} labels"
-        )
-    return probs, log_probs, labels
-
-
-def _scores(probs, log_probs, labels, num_bins):
-    counts, correct_sums, confidence_sums = top_label_bins(probs, labels, num_bins)
-    rows = np.arange(len(labels))
-    one_hot = np.eye(probs.shape[-1])[labels]
-    return dict(
-        accuracy=float(np.mean(probs.argmax(axis=-1) == labels)),
-        nll=float(-log_probs[rows, labels].astype(np.float64).mean()),
-        ece=float(_ece(counts, correct_sums, confidence_sums)),
-        cwece=float(_classwise_ece(probs, one_hot, num_bins)),
-        class_conditional_ece=float(_class_conditional_ece(probs, labels, num_bins)),
-        brier=float(np.mean(np.sum(np.square(probs - one_hot), axis=-1))),
-        mce=float(np.max(np.abs(correct_sums - confidence_sums) / np.maximum(counts, 1))),
-        adaptive_ece=float(adaptive_ece(probs, labels, num_bins)),
-        smooth_ece=_calibration.smooth_ece(probs, labels),
-        debiased_calibration_error=_calibration.debiased_calibration_error(probs, labels, num_bins),
-        ks_calibration_error=_calibration.ks_calibration_error(probs, labels),
-    )
-
-
-def adaptive_ece(probabilities, labels, num_bins: int = 15) -> float:
-    """Equal-mass (adaptive) ECE: the top-label ECE with bins of equally many predictions.
-
-    The rows are sorted by their confidence `max_j p_j` (a stable sort: ties
-    keep their order) and split by rank into `num_bins` bins whose sizes
-    differ by at most one, the larger first (`numpy.array_split`); then
-
-    ```
-    adaptive ECE = sum_b |B_b| / N * |accuracy(B_b) - confidence(B_b)|
-    ```
-
-    With fewer rows than bins, the empty bins count for nothing. Equal-width
-    bins leave most bins nearly empty when confidences crowd near 1; equal
-    mass gives every bin the same share of the data (Nixon et al. 2019;
-    Roelofs et al. 2022, "ECE_EM"). Not streamable: a bin's members depend on
-    every prediction, so there is no Keras metric of it.
-
-    Args:
-        probabilities: `[n, K]` predicted probabilities.
-        labels: `[n]` integer labels.
-        num_bins: number of bins, `>= 1`. Defaults to `15`.
-
-    Returns:
-        The adaptive ECE as a float.
-
-    Example:
-
-    >>> probs = [[0.55, 0.45], [0.61, 0.39], [0.62, 0.38], [0.94, 0.06], [0.95, 0.05]]
-    >>> round(adaptive_ece(probs, [1, 0, 0, 1, 0], num_bins=2), 4)   # bins {0.55, 0.61, 0.62} and {0.94, 0.95}
-    0.222
-
-    References:
-        Nixon et al. (2019), "Measuring Calibration in Deep Learning";
-        Roelofs et al. (2022), "Mitigating Bias in Calibration Error Estimation".
-    """
     integer_at_least("num_bins", num_bins, 1)
-    probabilities, labels = np.asarray(probabilities), np.asarray(labels)
-    confidence = probabilities.max(axis=-1).astype(np.float64)
-    correct = (probabilities.argmax(axis=-1) == labels).astype(np.float64)
-    order = np.argsort(confidence, kind="stable")
-    n = len(order)
-    sizes = np.full(num_bins, n // num_bins) + (np.arange(num_bins) < n % num_bins)
-    bins = np.repeat(np.arange(num_bins), sizes)
-    gaps = np.bincount(bins, correct[order], num_bins) - np.bincount(bins, confidence[order], num_bins)
-    return float(np.abs(gaps).sum() / max(n, 1))
+    return _scores(*_checked(outputs, labels, from_logits), from_logits, num_bins)
 
 
-def _bins(probabilities, num_bins):
-    """`keras_ils.metrics.bin_index` of float32 `probabilities`, as a numpy array."""
-    return keras.ops.convert_to_numpy(_metrics.bin_index(np.asarray(probabilities, dtype=np.float32), num_bins))
+def _checked(outputs, labels, from_logits, name="outputs"):
+    """`(outputs [n, K], labels [n])`, one row per prediction, checked at the door (`_inputs`)."""
+    rows = _inputs.checked_outputs(outputs, from_logits, name)
+    return rows, _inputs.checked_label_rows(labels, tuple(np.shape(outputs)), name)
+
+
+def _scores(outputs, labels, from_logits, num_bins, rows=None):
+    """`scores` of checked `outputs [n, K]` and `labels [n]`; of `rows` (indices) only, in that order, if given."""
+    summary = _passes.summarise(outputs, labels, from_logits, num_bins, rows)
+    labels = labels if rows is None else labels[rows]
+    confidence, correct, sums = summary.confidence, summary.correct, summary.class_bins
+    counts, correct_sums, confidence_sums = _top_label_bins(confidence, correct, labels, num_bins)
+    n, num_classes = len(labels), sums.counts.shape[0]
+    return dict(
+        accuracy=float(np.mean(correct)),
+        nll=float(-summary.label_log_probability.astype(np.float64).mean()),
+        ece=float(_ece(counts, correct_sums, confidence_sums)),
+        cwece=float(np.abs(sums.label_counts - sums.probability).sum() / (n * num_classes)),  # the paper's Eq. 2
+        class_conditional_ece=float(_class_conditional_ece(confidence, correct, labels, num_bins, num_classes)),
+        brier=float((sums.square - 2 * sums.label_probability.sum() + n) / n),  # mean sum_j (p_j - y_j)^2
+        mce=float(np.max(np.abs(correct_sums - confidence_sums) / np.maximum(counts, 1))),
+        adaptive_ece=_calibration._adaptive_ece(confidence, correct, num_bins),
+        smooth_ece=_calibration._smooth_ece(confidence, correct),
+        debiased_calibration_error=_calibration._debiased_calibration_error(confidence, correct, num_bins),
+        ks_calibration_error=_calibration._ks_calibration_error(confidence, correct),
+    )
 
 
 def _ece(counts, correct_sums, confidence_sums):
@@ -248,20 +197,9 @@ def _ece(counts, correct_sums, confidence_sums):
     return np.abs(correct_sums - confidence_sums).sum(axis=-1) / np.maximum(counts.sum(axis=-1), 1)
 
 
-def _classwise_ece(probabilities, one_hot, num_bins):
-    """Eq. 2: every class binned on its own probability; `1/(N K) sum_j sum_n |labels_nj - probabilities_nj|`."""
-    n, k = probabilities.shape
-    bins = _bins(probabilities, num_bins)
-    total = 0.0
-    for j in range(k):
-        label_sums = np.bincount(bins[:, j], one_hot[:, j], num_bins)
-        total += np.abs(label_sums - np.bincount(bins[:, j], probabilities[:, j], num_bins)).sum()
-    return total / (n * k)
-
-
-def _class_conditional_ece(probabilities, labels, num_bins):
+def _class_conditional_ece(confidence, correct, labels, num_bins, num_classes):
     """The authors' cwECE: the mean over the true classes present of their points' top-label ECE."""
-    counts, correct_sums, confidence_sums = top_label_bins(probabilities, labels, num_bins, per_class=True)
+    counts, correct_sums, confidence_sums = _top_label_bins(confidence, correct, labels, num_bins, num_classes)
     return np.mean(_ece(counts, correct_sums, confidence_sums)[counts.sum(axis=-1) > 0])
 
 
@@ -279,28 +217,31 @@ def _check_bootstrap(confidence, bootstrap, seed):
     integer_at_least("seed", seed, 0)
 
 
-def _bootstrap(rows, num_bins, confidence, bootstrap, seed, combine=lambda score: score):
+def _bootstrap(sets, rows, num_bins, confidence, bootstrap, seed, combine=lambda score: score):
     """`{name: (low, high)}`: the percentile interval of every score over `bootstrap` resamples.
 
-    Resample `b` takes the rows `numpy.random.default_rng(seed).integers(0, n, n)`
-    (the `b`-th draw of one generator), with replacement; `combine` turns a
-    resample's rows into the value whose interval is wanted.
+    `sets` are checked `(outputs, labels, from_logits)` scored on the same
+    rows, `rows` their indices (`None`: all). Resample `b` takes the rows
+    `rows[numpy.random.default_rng(seed).integers(0, n, n)]` (the `b`-th draw
+    of one generator), with replacement; `combine` turns the resample's
+    scores of each set into the value whose interval is wanted.
     """
     rng = np.random.default_rng(seed)
-    n = len(rows[0][-1])
+    n = len(sets[0][1]) if rows is None else len(rows)
     draws = []
     for _ in range(bootstrap):
         index = rng.integers(0, n, n)
-        draws.append(combine(*(_scores(*(a[index] for a in r), num_bins) for r in rows)))
+        index = index if rows is None else rows[index]
+        draws.append(combine(*(_scores(*scored, num_bins, index) for scored in sets)))
     tails = ((1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0)
     return {name: tuple(float(q) for q in np.quantile([d[name] for d in draws], tails)) for name in COLUMNS}
 
 
-def _with_intervals(rows, num_bins, confidence, bootstrap, seed):
-    values = _scores(*rows, num_bins)
+def _with_intervals(scored, rows, num_bins, confidence, bootstrap, seed):
+    values = _scores(*scored, num_bins, rows)
     if confidence is None:
         return values
-    intervals = _bootstrap([rows], num_bins, confidence, bootstrap, seed)
+    intervals = _bootstrap([scored], rows, num_bins, confidence, bootstrap, seed)
     return {**values, "intervals": {name: Interval(values[name], *intervals[name]) for name in COLUMNS}}
 
 
@@ -328,16 +269,21 @@ def evaluate_outputs(
     """
     if confidence is not None:
         _check_bootstrap(confidence, bootstrap, seed)
-    outputs, labels = np.asarray(outputs), np.asarray(labels)
-    rows = _rows(outputs, labels, from_logits)
-    result = {"all": {**_with_intervals(rows, num_bins, confidence, bootstrap, seed), "count": len(labels)}}
+    integer_at_least("num_bins", num_bins, 1)
+    scored = (*_checked(outputs, labels, from_logits), from_logits)
+    examples = len(outputs)  # a sequence's or an image's predictions are rows of one example
+    result = {"all": {**_with_intervals(scored, None, num_bins, confidence, bootstrap, seed), "count": examples}}
     for name, mask in (groups or {}).items():
         mask = np.asarray(mask, dtype=bool)
-        if mask.shape != (len(labels),):
-            raise ValueError(f"The mask of group {name!r} has shape {mask.shape}; expected ({len(labels)},).")
+        if mask.shape != (examples,):
+            raise ValueError(
+                f"Invalid value for argument `groups`: the mask of group {name!r} has shape {mask.shape}; expected "
+                f"({examples},), one entry per example."
+            )
         if mask.any():
-            group = _rows(outputs[mask], labels[mask], from_logits)
-            result[name] = {**_with_intervals(group, num_bins, confidence, bootstrap, seed), "count": int(mask.sum())}
+            rows = np.flatnonzero(np.repeat(mask, len(scored[1]) // examples))
+            group = _with_intervals(scored, rows, num_bins, confidence, bootstrap, seed)
+            result[name] = {**group, "count": int(mask.sum())}
     return result
 
 
@@ -345,7 +291,7 @@ def evaluate(
     model,
     data,
     *,
-    from_logits: bool = True,
+    from_logits: bool | None = None,
     groups: dict | None = None,
     num_bins: int = 15,
     confidence: float | None = None,
@@ -370,7 +316,13 @@ def evaluate(
         model: a Keras classifier.
         data: `(x, y)` arrays or a dataset of `(x, y)` batches (tfds dicts too),
             in a fixed order when `groups` is given.
-        from_logits: whether `model` outputs logits. Defaults to `True`.
+        from_logits: whether `model` outputs logits; `None` reads the model:
+            one whose last layer ends in a softmax (a `Softmax` layer or
+            `activation="softmax"`, the way most Keras tutorials end a
+            classifier) outputs probabilities, and otherwise the outputs
+            decide (every row a distribution: probabilities). `True` or
+            `False` is checked against the outputs, and a contradiction is
+            refused with the fix. Defaults to `None`.
         groups: optional `{name: boolean mask over the examples}`, e.g. the
             synthetic task's `{"dense": dense, "sparse": ~dense}`.
         num_bins: bins of the calibration errors. Defaults to `15`.
@@ -398,6 +350,7 @@ def evaluate(
     if confidence is not None:
         _check_bootstrap(confidence, bootstrap, seed)
     outputs, labels = predict_with_labels(model, data)
+    from_logits = _outputs.model_from_logits(model, outputs, from_logits)
     return evaluate_outputs(
         outputs,
         labels,
@@ -461,8 +414,10 @@ def paired_difference(
             "Arguments `outputs_a` and `outputs_b` must score the same examples. "
             f"Received shapes: {np.shape(outputs_a)} and {np.shape(outputs_b)}"
         )
-    rows_a, rows_b = _rows(outputs_a, labels, from_logits), _rows(outputs_b, labels, from_logits)
+    integer_at_least("num_bins", num_bins, 1)
+    sets = [(*_checked(outputs, labels, from_logits, name), from_logits) for name, outputs in
+            (("outputs_a", outputs_a), ("outputs_b", outputs_b))]  # fmt: skip
     difference = lambda a, b: {name: a[name] - b[name] for name in COLUMNS}  # noqa: E731
-    values = difference(_scores(*rows_a, num_bins), _scores(*rows_b, num_bins))
-    intervals = _bootstrap([rows_a, rows_b], num_bins, confidence, bootstrap, seed, combine=difference)
+    values = difference(*(_scores(*scored, num_bins) for scored in sets))
+    intervals = _bootstrap(sets, None, num_bins, confidence, bootstrap, seed, combine=difference)
     return {name: Interval(values[name], *intervals[name]) for name in COLUMNS}
