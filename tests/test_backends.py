@@ -229,7 +229,8 @@ class TestFitsAndCalibrate:
         _, labels, logits, *_ = data
         logits = 3.0 * logits + 2.0 * np.eye(K)[labels]
         tensor_logits, tensor_labels = keras.ops.convert_to_tensor(logits), keras.ops.convert_to_tensor(labels)
-        temperature = keras_ils.fit_temperature(tensor_logits, tensor_labels, estimator="mle")
+        _, fit = keras_ils.fit_calibrator("temperature", tensor_logits, tensor_labels, estimator="mle", return_fit=True)
+        temperature = fit.temperature
         np.testing.assert_allclose(temperature, _scipy_temperature(logits, labels), rtol=1e-5)
         fitted = keras_ils.fit_calibrator("vector", tensor_logits, tensor_labels)
         np.testing.assert_allclose(

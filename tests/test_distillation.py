@@ -67,7 +67,7 @@ def test_soft_cross_entropy_blocks_teacher_gradient():
 
 
 def test_callback_fits_temperature_at_train_end(rng):
-    from keras_ils import fit_temperature
+    from keras_ils import fit_calibrator
 
     x = rng.normal(size=(64, 3)).astype("float32")
     y = (x[:, 0] > 0).astype("int32")
@@ -75,7 +75,8 @@ def test_callback_fits_temperature_at_train_end(rng):
     model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     callback = FitTemperatureOnTrainEnd((x, y))
     model.fit(x, y, epochs=2, verbose=0, callbacks=[callback])
-    assert callback.temperature == pytest.approx(fit_temperature(model.predict(x, verbose=0), y), rel=1e-6)
+    _, fit = fit_calibrator("temperature", model.predict(x, verbose=0), y, return_fit=True)
+    assert callback.temperature == pytest.approx(fit.temperature, rel=1e-6)
     np.testing.assert_allclose(
         callback.calibrated_model.predict(x, verbose=0), model.predict(x, verbose=0) / callback.temperature, rtol=1e-5
     )

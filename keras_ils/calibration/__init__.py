@@ -5,12 +5,14 @@ with `from_logits=False`) and returns calibrated logits (log-probabilities for
 the binning and ensemble methods; probabilities with `from_logits=False`),
 fitted on validation outputs; `calibrate(model, data, method=...)` fits one
 and appends it to a model, `fit_calibrator(method, outputs, labels)` fits one
-on arrays. `LAYERS` maps each method to its layer class. Every layer computes
-in float32 under any global dtype policy.
+on arrays: the two public ways to fit. Every fit reports a `CalibratorFit`
+(`return_fit=True`) and warns with a `CalibratorFitWarning` (temperature
+scaling's subclass `TemperatureFitWarning`). `LAYERS` maps each method to its
+layer class. Every layer computes in float32 under any global dtype policy.
 
 | `method`                 | layer                        | fitted by                                 | module        |
 |--------------------------|------------------------------|-------------------------------------------|---------------|
-| `"temperature"`          | `TemperatureScaling`         | `fit_temperature`                         | `temperature` |
+| `"temperature"`          | `TemperatureScaling`         | `fit_calibrator` (Newton on log T)        | `temperature` |
 | `"vector"`               | `VectorScaling`              | `fit_calibrator` (L-BFGS)                 | `maps`        |
 | `"matrix"`               | `MatrixScaling`              | `fit_calibrator` (L-BFGS, ODIR)           | `maps`        |
 | `"dirichlet"`            | `DirichletCalibration`       | `fit_calibrator` (L-BFGS, ODIR)           | `maps`        |
@@ -18,9 +20,13 @@ in float32 under any global dtype policy.
 | `"isotonic"`             | `IsotonicCalibration`        | `fit_calibrator` (pool adjacent violators)| `isotonic`    |
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | `fit_calibrator` (T, then simplex weights)| `ensemble`    |
 
-The fits (`temperature`, `affine_fit` with its optimisers in `solvers`, `histogram`, `isotonic`, `ensemble`) are
-float64 numpy, so they run the same under every Keras backend; `registry`
-holds the table and `fit_calibrator`, `model` holds `calibrate`.
+Temperature scaling and ensemble temperature scaling fit in TensorFlow
+(`_temperature_solver`: float32 passes over the logits, on the GPU when
+TensorFlow sees one, under any Keras backend); the other fits (`affine_fit`
+with its optimisers in `solvers`, `histogram`, `isotonic`) are numpy.
+`registry` holds the table and `fit_calibrator`, `model` holds `calibrate`.
+`fit_temperature`, `estimate_temperature`, `fit_temperatures` and
+`TemperatureFit` are deprecated (see `fit_calibrator`).
 
 Small validation sets (tens of examples) are the normal case: `small_data`
 holds the rule that keeps every calibrator sane there. A vector, matrix or
@@ -43,7 +49,6 @@ from keras_ils.calibration.registry import LAYERS, METHODS, fit_calibrator
 from keras_ils.calibration.reports import CalibratorFit, CalibratorFitWarning
 from keras_ils.calibration.temperature import (
     ESTIMATORS,
-    TemperatureFit,
     TemperatureFitWarning,
     TemperatureScaling,
     estimate_temperature,
@@ -62,7 +67,6 @@ __all__ = [
     "HistogramBinning",
     "IsotonicCalibration",
     "MatrixScaling",
-    "TemperatureFit",
     "TemperatureFitWarning",
     "TemperatureScaling",
     "VectorScaling",
@@ -72,3 +76,11 @@ __all__ = [
     "fit_temperature",
     "fit_temperatures",
 ]
+
+
+def __getattr__(name):
+    if name == "TemperatureFit":  # deprecated: warns, and returns `CalibratorFit`
+        from keras_ils.calibration import temperature
+
+        return temperature._report_alias()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

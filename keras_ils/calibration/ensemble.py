@@ -7,15 +7,19 @@ prediction, the model's own prediction and the uniform distribution:
 q = w1 * softmax(z / T) + w2 * softmax(z) + w3 / K,    w >= 0, w1 + w2 + w3 = 1
 ```
 
-`T` is the package's temperature scaling (`fit_temperature`, maximum a
-posteriori by default). The weights follow the authors' code
+`T` is the package's temperature scaling (`fit_calibrator("temperature")`,
+maximum a posteriori by default). The weights follow the authors' code
 (`ensemble_scaling(logit, label, 'mse', t, n_class)` in
 zhang64-llnl/Mix-n-Match-Calibration `util_calibration.py`, as its
 `ets_calibrate` calls it): they minimise the mean squared error between `q`
 and the one-hot labels, `mean_{i,j} (q_ij - y_ij)^2` (the Brier score over
 `K`), over the simplex. The authors solve it with scipy's SLSQP from
 `(1, 0, 0)`; it is a convex quadratic in three weights, solved here exactly
-by its KKT conditions on each face of the simplex. (Their `ets_calibrate`
+by its KKT conditions on each face of the simplex. Its coefficients need
+five sums over the examples (`sum_j q1_j^2`, `sum_j q1_j q2_j`, `sum_j
+q2_j^2` and the two true-class probabilities per row, `q1 = softmax(z / T)`,
+`q2 = softmax(z)`): one more TensorFlow pass over the float32 logits after
+the temperature fit's, with no `[3, n, K]` stack of the components. (Their `ets_calibrate`
 also fits `T` by that squared error, within `(0.05, 5)`; here `T` is the NLL
 temperature scaling of the rest of the package, as the paper describes ETS
 as an ensemble around temperature scaling.) With `w3 > 0` no probability is
@@ -25,17 +29,18 @@ so it is finite whatever the weights.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_ils import _labels
 from keras_ils._checks import invalid, positive
+from keras_ils.calibration import _temperature_solver as solver
+from keras_ils.calibration import temperature
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 from keras_ils.calibration.reports import CalibratorFit, few_examples, mean_nll, message
-from keras_ils.calibration.temperature import DEFAULT_PRIOR_SCALE, _estimate
 
 __all__ = ["EnsembleTemperatureScaling", "fit_ensemble_temperature", "simplex_least_squares"]
 
@@ -162,10 +167,14 @@ def simplex_least_squares(components, targets) -> tuple:
     is solved by its KKT system (least norm where the quadratic is flat),
     and the best feasible face's solution is the minimum.
     """
-    m = len(components)
-    flat = components.reshape(m, -1)
+    flat = components.reshape(len(components), -1)
     gram, cross = flat @ flat.T / flat.shape[1], flat @ targets.ravel() / flat.shape[1]
-    constant = float(np.mean(targets**2))
+    return _simplex_quadratic(gram, cross, float(np.mean(targets**2)))
+
+
+def _simplex_quadratic(gram, cross, constant) -> tuple:
+    """`(w, value)` minimising `w' gram w - 2 cross' w + constant` on the simplex (`simplex_least_squares`)."""
+    m = len(gram)
     best, best_value = None, np.inf
     for size in range(1, m + 1):
         for support in itertools.combinations(range(m), size):
@@ -189,23 +198,28 @@ def fit_ensemble_temperature(
     *,
     from_logits: bool = True,
     estimator: str = "map",
-    prior_scale: float = DEFAULT_PRIOR_SCALE,
+    prior_scale: float = temperature.DEFAULT_PRIOR_SCALE,
     bounds: tuple | None = None,
 ):
     """Fits an `EnsembleTemperatureScaling` layer on validation outputs: `(layer, CalibratorFit)`, without warning.
 
-    `T` by `fit_temperature(estimator, prior_scale, bounds)`, then the weights
-    by `simplex_least_squares` (see the module docstring). The report's
-    warning relays the temperature fit's, and its status is `"few_examples"`
-    when a class has fewer than `MIN_EXAMPLES_PER_CLASS` examples.
+    `T` by temperature scaling (`estimator`, `prior_scale`, `bounds`), then
+    the weights by `simplex_least_squares`' quadratic (see the module
+    docstring). The report's warning relays the temperature fit's, and its
+    status is `"few_examples"` when a class has fewer than
+    `MIN_EXAMPLES_PER_CLASS` examples. `fit_calibrator` checks `outputs`
+    against `from_logits` first.
     """
-    logits, labels = _fitting_logits(outputs, labels, from_logits)
+    logits, labels = temperature._checked(outputs, labels, name="outputs")
+    if not from_logits:
+        logits = np.log(np.clip(logits, keras.config.epsilon(), 1.0))
     n, num_classes = logits.shape
-    temperature_fit = _estimate(logits, labels, estimator, prior_scale, bounds)
-    components = np.stack(
-        [_softmax(logits / temperature_fit.temperature), _softmax(logits), np.full_like(logits, 1.0 / num_classes)]
-    )
-    weights, objective = simplex_least_squares(components, np.eye(num_classes)[labels])
+    temperature_fit = temperature._fit(logits, labels, estimator, prior_scale, bounds)
+    squares, chosen = _mixture_sums(logits, labels, temperature_fit.temperature)
+    uniform = 1.0 / num_classes**2  # every product with the uniform component, and with the one-hot targets
+    gram = np.array([[squares[0], squares[1], uniform], [squares[1], squares[2], uniform], [uniform] * 3])
+    cross = np.r_[chosen.sum(axis=1) / (n * num_classes), uniform]
+    weights, objective = _simplex_quadratic(gram, cross, 1.0 / num_classes)
     layer = EnsembleTemperatureScaling(
         temperature_fit.temperature, tuple(weights), from_logits=from_logits, trainable=False
     )
@@ -213,20 +227,57 @@ def fit_ensemble_temperature(
     too_few = few_examples(labels, num_classes)
     relayed = f"its temperature: {temperature_fit.warning}" if temperature_fit.warning else None
     text = message("ensemble_temperature", [too_few, relayed])
-    nll = mean_nll(np.tensordot(weights, components, axes=1), labels)
+    mixture = weights[0] * chosen[0] + weights[1] * chosen[1] + weights[2] / num_classes  # q[label], per example
+    nll = mean_nll(mixture[:, None], np.zeros(n, int))
     return layer, CalibratorFit(
-        "ensemble_temperature", "few_examples" if too_few else "fitted", n, nll, objective, 0, text
+        "ensemble_temperature", "few_examples" if too_few else "fitted", n, nll, objective, 0, text,
+        temperature=temperature_fit.temperature, estimator=estimator,
+    )  # fmt: skip
+
+
+def _mixture_sums(logits, labels, temperature_value):
+    """`(means over the n K entries of q1^2, q1 q2, q2^2 [3], the true-class q1 and q2 [2, n])`, float64."""
+    rows = solver.transfer_rows(logits.shape[1])
+    blocks = zip(solver.on_device(logits, rows), solver.on_device(labels.astype(np.int32), rows), strict=True)
+    inner, beta = solver.cache_rows(logits.shape[1]), 1.0 / temperature_value
+    per_row = [
+        np.concatenate([value.numpy() for value in values]).astype(np.float64)
+        for values in zip(*(_mixture_pass()(z, y, beta, inner) for z, y in blocks), strict=True)
+    ]
+    squares = np.array([values.sum() for values in per_row[:3]]) / logits.size
+    return squares, np.stack(per_row[3:])
+
+
+@functools.cache
+def _mixture_pass():
+    """The `tf.function` of `_mixture_sums`' one pass: per row `sum q1^2, sum q1 q2, sum q2^2, q1[y], q2[y]`."""
+    import tensorflow as tf
+
+    def per_row(logits, labels, beta, rows):
+        count = tf.shape(logits)[0]
+        arrays = [tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False) for _ in range(5)]
+
+        def block(index, start, *arrays):
+            z = logits[start : start + rows]
+            d = z - tf.reduce_max(z, axis=-1, keepdims=True)
+            scaled, plain = tf.nn.softmax(tf.cast(beta, tf.float32) * d), tf.nn.softmax(d)
+            y = labels[start : start + rows]
+            values = (
+                tf.reduce_sum(scaled * scaled, -1),
+                tf.reduce_sum(scaled * plain, -1),
+                tf.reduce_sum(plain * plain, -1),
+                tf.gather(scaled, y, batch_dims=1),
+                tf.gather(plain, y, batch_dims=1),
+            )
+            return (index + 1, start + rows, *(a.write(index, v) for a, v in zip(arrays, values, strict=True)))
+
+        _, _, *arrays = tf.while_loop(lambda index, start, *_: start < count, block, (0, 0, *arrays))
+        return tuple(a.concat() for a in arrays)
+
+    signature = (
+        tf.TensorSpec([None, None], tf.float32),
+        tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([], tf.float64),
+        tf.TensorSpec([], tf.int32),
     )
-
-
-def _fitting_logits(outputs, labels, from_logits):
-    outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
-    if from_logits:
-        return outputs, labels
-    _labels.check_probabilities(outputs)
-    return np.log(np.clip(outputs, keras.config.epsilon(), 1.0)), labels
-
-
-def _softmax(logits):
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True)
+    return tf.function(per_row, input_signature=signature)

@@ -2,7 +2,7 @@
 
 | `method`                 | layer                        | fit                                 | options          |
 |--------------------------|------------------------------|-------------------------------------|------------------|
-| `"temperature"`          | `TemperatureScaling`         | `fit_temperature` (1-D, MAP)        | temperature fit  |
+| `"temperature"`          | `TemperatureScaling`         | Newton on log T (1-D, MAP)          | temperature fit  |
 | `"vector"`               | `VectorScaling`              | `affine_fit` (L-BFGS, Newton)       | L-BFGS           |
 | `"matrix"`               | `MatrixScaling`              | L-BFGS with ODIR                    | ODIR, L-BFGS     |
 | `"dirichlet"`            | `DirichletCalibration`       | L-BFGS with ODIR                    | ODIR, L-BFGS     |
@@ -25,15 +25,11 @@ from typing import Any, Literal, NamedTuple
 import keras
 import numpy as np
 
+from keras_ils import _labels, _outputs
 from keras_ils._checks import invalid, odir_refused
-from keras_ils.calibration import affine_fit, ensemble, histogram, isotonic, maps
-from keras_ils.calibration.reports import CalibratorFitWarning
-from keras_ils.calibration.temperature import (
-    DEFAULT_PRIOR_SCALE,
-    TemperatureFitWarning,
-    TemperatureScaling,
-    _estimate,
-)
+from keras_ils.calibration import affine_fit, ensemble, histogram, isotonic, maps, temperature
+from keras_ils.calibration.reports import CalibratorFitWarning, message
+from keras_ils.calibration.temperature import DEFAULT_PRIOR_SCALE, TemperatureFitWarning, TemperatureScaling
 
 __all__ = ["LAYERS", "METHODS", "Method", "fit_calibrator"]
 
@@ -43,13 +39,13 @@ Method = Literal["temperature", "vector", "matrix", "dirichlet", "histogram", "i
 def _fit_temperature(
     outputs, labels, *, from_logits=True, estimator="map", prior_scale=DEFAULT_PRIOR_SCALE, bounds=None
 ):
-    """`(TemperatureScaling(T*), TemperatureFit)`; probabilities are read as `log p`."""
-    logits = keras.ops.convert_to_numpy(outputs)
+    """`(TemperatureScaling(T*), CalibratorFit)`; probabilities are read as `log p`."""
+    logits, labels = temperature._checked(outputs, labels, name="outputs")
     if not from_logits:
         logits = np.log(np.clip(logits, keras.config.epsilon(), 1.0))
-    fit = _estimate(logits, labels, estimator, prior_scale, bounds)
+    fit = temperature._fit(logits, labels, estimator, prior_scale, bounds)
     layer = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
-    layer.build((None, np.shape(logits)[-1]))
+    layer.build((None, logits.shape[-1]))
     return layer, fit
 
 
@@ -110,11 +106,39 @@ def check_method_and_options(method, options: dict) -> None:
 
 
 def fit(method, outputs, labels, *, from_logits: bool = True, **options):
-    """`(layer, report, warning class)` of a checked fit, without warning: for callers that warn in their own name."""
+    """`(layer, report, warning class)` of a checked fit, without warning: for callers that warn in their own name.
+
+    The door of every calibrator: `outputs` must be of the kind `from_logits`
+    declares (`keras_ils._outputs.check_outputs_kind`), and a class absent
+    from the validation labels adds a clause to the report's warning.
+    """
     check_method_and_options(method, options)
+    if from_logits not in (True, False):
+        raise TypeError(f"Argument `from_logits` must be True or False. Received: from_logits={from_logits!r}")
+    outputs = temperature._numpy(outputs)
+    _outputs.check_outputs_kind(outputs, bool(from_logits), name="outputs")
     entry = _CALIBRATORS[method]
-    layer, report = entry.fit(outputs, labels, from_logits=from_logits, **options)
+    layer, report = entry.fit(outputs, labels, from_logits=bool(from_logits), **options)
+    absent = _absent_classes(labels, outputs.shape[-1], len(outputs))
+    if absent:
+        report = report._replace(warning=" ".join(filter(None, [report.warning, message(method, [absent])])))
     return layer, report, entry.warning
+
+
+def _absent_classes(labels, num_classes: int, num_examples: int) -> str | None:
+    """The warning clause for classes without a validation example (the fit has checked `labels`), else `None`."""
+    labels = keras.ops.convert_to_numpy(_labels.hard_labels(labels, num_classes, y_pred_rank=2))
+    absent = np.flatnonzero(np.bincount(labels, minlength=num_classes) == 0)
+    if not len(absent):
+        return None
+    listed = ", ".join(map(str, absent[:10])) + (", ..." if len(absent) > 10 else "")
+    one = len(absent) == 1
+    return (
+        f"{'class' if one else f'{len(absent)} classes,'} {listed} (of {num_classes}) {'has' if one else 'have'} no "
+        f"example among the {num_examples} validation examples, so the map was fitted without "
+        f"{'it' if one else 'them'} and {'its' if one else 'their'} calibrated probabilities rest on no data; "
+        "calibrate on a validation set that holds every class"
+    )
 
 
 def fit_calibrator(
@@ -128,9 +152,46 @@ def fit_calibrator(
 ):
     """Fits a calibration map on validation outputs and returns it as a fixed layer.
 
-    Issues a `CalibratorFitWarning` (a `TemperatureFitWarning` for
-    `"temperature"`) when the fit did not converge, the map is extreme or
-    the fit rests on too few examples; the report says which.
+    The one way to fit a calibrator on arrays (`calibrate` does it on a
+    model). Every method reports a `CalibratorFit` (`return_fit=True`) and
+    issues a `CalibratorFitWarning` (temperature scaling its subclass
+    `TemperatureFitWarning`) when the fit did not converge, the map is
+    extreme, the fit rests on too few examples, or a class has no
+    validation example; the report's `status` and `warning` say which.
+
+    Checked at the door: `outputs` must be of the kind `from_logits`
+    declares (rows in `[0, 1]` that sum to 1 declared as logits, or values
+    outside `[0, 1]` declared as probabilities, get a `ValueError` that says
+    which argument to change), finite, `[n >= 1, K >= 2]`, with labels in
+    `[0, K)`. A class that no validation label holds is named in the warning
+    of every method: the map is fitted without it, so its calibrated
+    probabilities rest on no data (what each map does for such a class is
+    the map's own: temperature scaling treats every class alike).
+
+    Temperature scaling (`"temperature"`, and the `T` of
+    `"ensemble_temperature"`) has three estimators:
+
+    - `"map"` (default): the maximum a posteriori `T` under a weak Gaussian
+      prior on `log T`, centred on `T = 1` with scale `prior_scale`:
+      minimises `sum_i NLL_i(T) + (log T)^2 / (2 prior_scale^2)`. With
+      thousands of validation examples the prior is negligible and this is
+      Guo et al.'s fit; on 10-200 examples, or a validation set the model
+      separates (where the NLL keeps falling towards `T = 0`), it stays
+      finite and near 1 instead of collapsing to a bound.
+    - `"mle"`: the plain minimiser of the validation NLL (Guo et al. 2017)
+      within `bounds` (default `SEARCH_BOUNDS`); an end of the range when
+      the NLL has no interior optimum.
+    - `"authors"`: `"mle"` within `AUTHORS_BOUNDS = (0.8, 3.0)`, the range
+      the paper's public code gives scipy's L-BFGS-B (the NLL is convex in
+      `1 / T`, so that is the bounded optimum).
+
+    The fit is a safeguarded Newton method on `log T` whose every step is
+    one pass over the logits, in TensorFlow (on the GPU when TensorFlow sees
+    one, under any Keras backend), float32 data with float64 sums over
+    examples; it finds the optimum to about 1e-7 relative. Whenever `T*`
+    is not an interior optimum that the data pin down (status
+    `"regularised"` or `"at_bound"`), or lies outside
+    `EXTREME_TEMPERATURES`, the warning says why and what was done.
 
     The affine maps (`"vector"`, `"matrix"`, `"dirichlet"`) are fitted by
     the rule of `keras_ils.calibration.small_data`: the maximum a posteriori
@@ -153,11 +214,17 @@ def fit_calibrator(
         from_logits: whether `outputs` are logits; the layer takes and
             returns the same kind (the binning and ensemble layers return
             log-probabilities for logits). Defaults to `True`.
-        return_fit: also return the report: a `TemperatureFit` for
-            `"temperature"`, else a `CalibratorFit`. Defaults to `False`.
+        return_fit: also return the report, a `CalibratorFit` (for
+            `"temperature"` with `temperature`, `maximum_likelihood` and
+            `estimator`). Defaults to `False`.
         **options: the method's own options (a method refuses the others):
-            `estimator`, `prior_scale`, `bounds` (`"temperature"`,
-            `"ensemble_temperature"`; see `fit_temperature`);
+            `estimator` (`"map"`, `"mle"` or `"authors"`), `prior_scale`
+            (the prior's standard deviation on `log T`, `> 0`, default
+            `0.5`: `T` within `[0.37, 2.7]` at two standard deviations a
+            priori; Guo et al. report fitted `T` of about 1-3), `bounds`
+            (`(low, high)` searched, default `SEARCH_BOUNDS`, or
+            `AUTHORS_BOUNDS` for `"authors"`) of the temperature fit
+            (`"temperature"`, `"ensemble_temperature"`);
             `off_diagonal_l2`, `intercept_l2` (ODIR's weights, `>= 0`,
             `"matrix"` and `"dirichlet"`; default `0.01`);
             `max_iterations` (`>= 1`, default `1000`) and `tolerance`
@@ -175,6 +242,18 @@ def fit_calibrator(
     Example:
 
     >>> rng = np.random.default_rng(0)
+    >>> labels = rng.integers(0, 3, 20000)
+    >>> calibrated_logits = 2.0 * (rng.normal(size=(20000, 3)) + 2.0 * np.eye(3)[labels])
+    >>> layer, fit = fit_calibrator("temperature", 3.0 * calibrated_logits, labels, return_fit=True)
+    >>> round(fit.temperature, 1), fit.status   # 3x over-confident
+    (3.0, 'fitted')
+    >>> _, fit = fit_calibrator("temperature", 3.0 * calibrated_logits[:40], labels[:40], return_fit=True)
+    >>> round(fit.maximum_likelihood, 2), round(fit.temperature, 2)   # 40 examples: MAP pulled towards 1
+    (2.82, 2.19)
+    >>> fit_calibrator("temperature", calibrated_logits, labels, from_logits=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `outputs`: it was declared as probabilities (`from_logits=False`), ...
     >>> logits = rng.normal(size=(20000, 3)) * 2.0   # calibrated: labels are drawn from their softmax
     >>> p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     >>> labels = (rng.random((20000, 1)) < p.cumsum(axis=1)).argmax(axis=1)

@@ -25,15 +25,24 @@ MIN_EXAMPLES_PER_CLASS = 20
 
 
 class CalibratorFitWarning(UserWarning):
-    """A calibrator fit that did not converge, whose map is extreme, or that rests on too few examples."""
+    """A calibrator fit that did not converge, whose map is extreme, or that rests on too few examples.
+
+    Every calibrator issues it (temperature scaling its subclass
+    `TemperatureFitWarning`), and so does every fit whose validation set
+    lacks a class (`fit_calibrator`).
+    """
 
 
 class CalibratorFit(NamedTuple):
-    """What `fit_calibrator` found, for reports.
+    """What `fit_calibrator` found, for reports: one type for every method.
 
     Attributes:
         method: the calibration method (`keras_ils.calibration.METHODS`).
-        status: `"fitted"`; for the affine maps also `"separated"` (the map
+        status: `"fitted"`; for `"temperature"` also `"regularised"` (the
+            prior of the MAP fit moved the estimate: the validation NLL has
+            no interior optimum, or too few examples pin `T` down) and
+            `"at_bound"` (`T*` is an end of the searched range); for the
+            affine maps also `"separated"` (the map
             classifies every validation example correctly: their NLL has no
             optimum they pin down), `"extreme"` (a parameter beyond
             `EXTREME_PARAMETER` in size: the map overfits a validation set it
@@ -51,15 +60,26 @@ class CalibratorFit(NamedTuple):
         num_examples: validation examples the fit saw.
         nll: the calibrated validation mean NLL.
         objective: what the fit minimised, at its optimum: `nll` plus the
+            prior's `(log T)^2 / (2 n prior_scale^2)` for `"temperature"`
+            (`nll` alone for its `"mle"` and `"authors"` estimators), plus the
             ODIR terms for the affine maps, the weights' mean squared error
             for `"ensemble_temperature"`, `nll` for the binning methods (which
             minimise nothing).
         iterations: solver iterations (L-BFGS, or Newton's method for the
-            small-data rule; `0` for the closed forms).
+            small-data rule; for `"temperature"` the passes over the logits
+            of its Newton steps; `0` for the closed forms).
         warning: the warning issued, or `None`.
         prior_precision: for an affine map fitted under the prior, the
             precision of its prior, chosen by cross-validation or given
             (`math.inf`: temperature scaling's map); else `None`.
+        temperature: `T*` for `"temperature"` and `"ensemble_temperature"`;
+            else `None`.
+        maximum_likelihood: for `"temperature"`, the unregularised optimum
+            within `SEARCH_BOUNDS` (an end of that range when the NLL has no
+            interior optimum); else `None`.
+        estimator: the temperature fit's estimator (`"map"`, `"mle"` or
+            `"authors"`) for `"temperature"` and `"ensemble_temperature"`;
+            else `None`.
     """
 
     method: str
@@ -70,6 +90,9 @@ class CalibratorFit(NamedTuple):
     iterations: int
     warning: str | None
     prior_precision: float | None = None
+    temperature: float | None = None
+    maximum_likelihood: float | None = None
+    estimator: str | None = None
 
 
 def rare_classes(labels, num_classes: int) -> str | None:

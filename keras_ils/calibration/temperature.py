@@ -1,11 +1,17 @@
-"""Temperature scaling: the layer and the 1-D fit of `T*` on validation logits."""
+"""Temperature scaling: the layer and the 1-D fit of `T*` on validation logits.
+
+`fit_calibrator("temperature", logits, labels)` fits it (`_estimate` here);
+the arithmetic is `_temperature_solver`'s: a safeguarded Newton method on
+`log T` in TensorFlow, one pass over the logits per step. `fit_temperature`,
+`estimate_temperature`, `fit_temperatures` and `TemperatureFit` are the
+deprecated names of earlier releases.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
 import warnings
-from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -17,7 +23,6 @@ __all__ = [
     "ESTIMATORS",
     "EXTREME_TEMPERATURES",
     "SEARCH_BOUNDS",
-    "TemperatureFit",
     "TemperatureFitWarning",
     "TemperatureScaling",
     "estimate_temperature",
@@ -27,7 +32,9 @@ __all__ = [
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, positive
+from keras_ils.calibration import _temperature_solver as solver
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
+from keras_ils.calibration.reports import CalibratorFit, CalibratorFitWarning
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -99,110 +106,15 @@ SEARCH_BOUNDS = (1e-2, 1e2)
 AUTHORS_BOUNDS = (0.8, 3.0)
 DEFAULT_PRIOR_SCALE = 0.5
 EXTREME_TEMPERATURES = (0.05, 20.0)  # outside this range a fitted T is always reported with a warning
-_GRID_POINTS = 64
 
 
-class TemperatureFit(NamedTuple):
-    """What `estimate_temperature` found, for reports.
+class TemperatureFitWarning(CalibratorFitWarning):
+    """A temperature fit that did not find a well-determined optimum (see the report's `status`).
 
-    Attributes:
-        temperature: the `T*` to use.
-        status: `"fitted"` (an interior optimum that the data pin down),
-            `"regularised"` (the prior moved the estimate: the validation
-            NLL has no interior optimum, or the set is too small to pin `T`
-            down) or `"at_bound"` (the estimate is an end of the searched range).
-        num_examples: validation examples the fit saw.
-        estimator: `"map"`, `"mle"` or `"authors"`.
-        maximum_likelihood: the unregularised optimum within `SEARCH_BOUNDS`
-            (an end of that range when the NLL has no interior optimum).
-        warning: the warning issued, or `None`.
+    A subclass of `CalibratorFitWarning`, which every calibrator issues: a
+    filter on `CalibratorFitWarning` covers temperature scaling too, and one
+    on `TemperatureFitWarning` (from earlier releases) still works.
     """
-
-    temperature: float
-    status: str
-    num_examples: int
-    estimator: str
-    maximum_likelihood: float
-    warning: str | None
-
-
-_BRACKET_WIDTH = 1e-13  # bisection stops once every bracket of log T is this narrow (T to 13 digits)
-
-
-def _class_major(logits):
-    """`[M, n, K]` -> `[K, M, n]` (contiguous): sums and maxima over classes become elementwise over slabs."""
-    return np.ascontiguousarray(np.moveaxis(logits, -1, 0))
-
-
-def _nll_slopes(inverse_temperatures, logits, true_logits):
-    """d/d(beta) of each model's mean NLL(softmax(beta * logits)): `E_p[z] - z_t`, increasing in beta; `[M]`.
-
-    `logits` are class-major, `[K, M, n]` (`_class_major`).
-    """
-    z = logits * inverse_temperatures[:, None]
-    z -= z.max(axis=0)
-    p = np.exp(z, out=z)
-    return np.mean((p * logits).sum(axis=0) / p.sum(axis=0) - true_logits, axis=-1)
-
-
-def _mean_nll(inverse_temperatures, logits, true_logits):
-    """Each model's mean NLL of softmax(beta * logits), `logits` class-major `[K, M, n]`; `[M]`."""
-    z = logits * inverse_temperatures[:, None]
-    top = z.max(axis=0)
-    z -= top
-    log_normaliser = top + np.log(np.exp(z, out=z).sum(axis=0))
-    return np.mean(log_normaliser - inverse_temperatures[:, None] * true_logits, axis=-1)
-
-
-def _bisect(increasing, lo, hi, iterations):
-    """Bisection on the sign of each model's `increasing(middle)` until every bracket is `_BRACKET_WIDTH` narrow."""
-    for _ in range(iterations):
-        if np.all(hi - lo <= _BRACKET_WIDTH):
-            break
-        middle = 0.5 * (lo + hi)
-        up = increasing(middle) > 0
-        hi = np.where(up, middle, hi)
-        lo = np.where(up, lo, middle)
-    return lo, hi
-
-
-def _maximum_likelihood(logits, true_logits, low, high, iterations):
-    """The NLL is convex in `beta = 1 / T`: bisection on its derivative's sign, in log space; bounds when none.
-
-    `logits` are class-major, `[K, M, n]` (`_class_major`).
-    """
-    models = logits.shape[1]
-    lo, hi = np.full(models, np.log(1.0 / high)), np.full(models, np.log(1.0 / low))
-    at_high = _nll_slopes(np.exp(lo), logits, true_logits) >= 0
-    at_low = _nll_slopes(np.exp(hi), logits, true_logits) <= 0
-    lo, hi = _bisect(lambda u: _nll_slopes(np.exp(u), logits, true_logits), lo, hi, iterations)
-    temperature = np.exp(-0.5 * (lo + hi))
-    return np.where(at_high, high, np.where(at_low, low, temperature))
-
-
-def _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iterations):
-    """Minimises `n * mean NLL + (log T)^2 / (2 prior_scale^2)` over `log T` in `[log low, log high]`.
-
-    A grid of `_GRID_POINTS` values of `u = log(1 / T)` brackets the minimum;
-    bisection on the objective's derivative in `u` refines it until the
-    bracket is `_BRACKET_WIDTH` wide. Where the objective still falls at an
-    end of the range (its derivative's sign there), that end is returned
-    exactly. `logits` are class-major, `[K, M, n]` (`_class_major`).
-    """
-    models, n = logits.shape[1:]
-
-    def slope(u):  # d/du of the objective per example, u = log(1 / T) per model
-        beta = np.exp(u)
-        return beta * _nll_slopes(beta, logits, true_logits) + u / (prior_scale**2 * n)
-
-    grid = np.linspace(np.log(1.0 / high), np.log(1.0 / low), _GRID_POINTS)
-    prior = lambda u: u**2 / (2.0 * prior_scale**2 * n)  # noqa: E731  (per example, like the mean NLL)
-    objective = np.stack([_mean_nll(np.full(models, np.exp(u)), logits, true_logits) + prior(u) for u in grid])
-    best = objective.argmin(axis=0)
-    lo, hi = _bisect(slope, grid[np.maximum(best - 1, 0)], grid[np.minimum(best + 1, _GRID_POINTS - 1)], iterations)
-    at_high = slope(np.full(models, grid[0])) >= 0
-    at_low = slope(np.full(models, grid[-1])) <= 0
-    return np.where(at_high, high, np.where(at_low, low, np.exp(-0.5 * (lo + hi))))
 
 
 def _check_estimator(estimator, prior_scale, bounds):
@@ -222,33 +134,63 @@ def _check_estimator(estimator, prior_scale, bounds):
     return float(bounds[0]), float(bounds[1])
 
 
-def fit_temperatures(
-    logits,
-    labels,
-    *,
-    estimator: str = "map",
-    prior_scale: float = DEFAULT_PRIOR_SCALE,
-    bounds: tuple | None = None,
-    iterations: int = 100,
-) -> np.ndarray:
-    """`fit_temperature` for many models at once: `[M, n, K]` logits and `[M, n]` labels -> `[M]` T*.
+def _numpy(values) -> np.ndarray:
+    """`values` as a numpy array: a numpy array itself (`keras.ops.convert_to_numpy` copies it), else converted."""
+    return values if isinstance(values, np.ndarray) else np.asarray(ops.convert_to_numpy(values))
 
-    Every estimator of `fit_temperature`, vectorised over models (float64);
-    no warnings and no status (use `estimate_temperature` for one model's).
-    `iterations` caps the bisection's halvings of each log-T bracket; it
-    stops earlier, once every bracket is 1e-13 wide (T to 13 digits).
 
-    Example:
+def _checked(outputs, labels, name="logits"):
+    """`(outputs as float32 [n, K], labels as int [n])`: `_labels.outputs_and_labels`' checks, in float32.
 
-    >>> rng = np.random.default_rng(0)
-    >>> labels = rng.integers(0, 3, (2, 20000))
-    >>> logits = 2.0 * (rng.normal(size=(2, 20000, 3)) + 2.0 * np.eye(3)[labels])
-    >>> np.round(fit_temperatures(logits * np.array([3.0, 0.5])[:, None, None], labels), 1).tolist()
-    [3.0, 0.5]
+    The fits compute on float32 logits, so a float32 array is used as it is
+    (no float64 copy of 50,000 x 1,000 logits); finiteness is read off one
+    float64 sum, and counted only when it fails.
+    """
+    outputs = _numpy(outputs)
+    if outputs.ndim != 2 or outputs.shape[1] < 2 or len(outputs) == 0:
+        raise ValueError(f"Argument `{name}` must have shape [n >= 1, K >= 2]. Received shape: {outputs.shape}")
+    outputs = outputs.astype(np.float32, copy=False)
+    if not np.isfinite(outputs.sum(dtype=np.float64)):
+        bad = int(np.sum(~np.isfinite(outputs)))
+        raise ValueError(f"Argument `{name}` must be finite. Received {bad} NaN or infinite values.")
+    labels = ops.convert_to_numpy(_labels.hard_labels(labels, outputs.shape[1], y_pred_rank=2))
+    if len(labels) != len(outputs):
+        raise ValueError(f"`{name}` and `labels` must have the same length. Received: {len(outputs)} and {len(labels)}")
+    return outputs, labels
+
+
+def _solve(data, estimator, prior_scale, bounds, searched, max_passes=solver.MAX_PASSES):
+    """`(T* [M], the maximum-likelihood T within `searched` [M], the last search's Root, passes)`.
+
+    `searched` holds `bounds`: the NLL is convex in `1 / T`, so its minimiser
+    within `bounds` is the one within `searched` clipped to them.
+    """
+    models = data.array.shape[0]
+    ends = np.full(models, -math.log(searched[1])), np.full(models, -math.log(searched[0]))  # u = log(1 / T)
+    likelihood = solver.maximum_likelihood(data, *ends, max_passes=max_passes)
+    likelihood_t = _temperatures(likelihood.u, ends, searched)
+    if estimator != "map":
+        return np.clip(likelihood_t, *bounds), likelihood_t, likelihood, likelihood.passes
+    weight = 1.0 / (data.count * prior_scale**2)
+    limits = np.full(models, -math.log(bounds[1])), np.full(models, -math.log(bounds[0]))
+    posterior = solver.maximum_a_posteriori(data, likelihood, ends, limits, weight, max_passes=max_passes)
+    return _temperatures(posterior.u, limits, bounds), likelihood_t, posterior, likelihood.passes + posterior.passes
+
+
+def _temperatures(u, ends, bounds):
+    """`T = exp(-u)`, and exactly `bounds[1]` / `bounds[0]` where `u` is an end of the search (`ends`)."""
+    return np.where(u == ends[0], bounds[1], np.where(u == ends[1], bounds[0], np.exp(-u)))
+
+
+def _fit_temperatures(logits, labels, estimator="map", prior_scale=DEFAULT_PRIOR_SCALE, bounds=None,
+                      max_passes=solver.MAX_PASSES) -> np.ndarray:  # fmt: skip
+    """Temperature scaling's `T*` for many models at once: `[M, n, K]` logits, `[M, n]` labels -> `[M]`.
+
+    Every estimator of `fit_calibrator("temperature", ...)`, vectorised over
+    models (each pass covers them all); no warnings and no status.
     """
     low, high = _check_estimator(estimator, prior_scale, bounds)
-    integer_at_least("iterations", iterations, 1)
-    logits = np.asarray(logits, np.float64)
+    logits = _numpy(logits)
     labels = np.asarray(labels, np.int64)
     if logits.ndim != 3 or 0 in logits.shape[:2] or logits.shape[2] < 2:
         raise ValueError(f"Argument `logits` must have shape [M >= 1, n >= 1, K >= 2]. Received shape: {logits.shape}")
@@ -260,19 +202,8 @@ def fit_temperatures(
             f"Received shape: {labels.shape}"
         ) from None
     _labels.check_labels_in_range(labels, logits.shape[2])
-    true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
-    return _solve(_class_major(logits), true_logits, estimator, prior_scale, low, high, iterations)
-
-
-def _solve(logits, true_logits, estimator, prior_scale, low, high, iterations=100):
-    """The estimator's `[M]` temperatures on checked float64 arrays (`logits` class-major, `[K, M, n]`)."""
-    if estimator == "map":
-        return _maximum_a_posteriori(logits, true_logits, low, high, prior_scale, iterations)
-    return _maximum_likelihood(logits, true_logits, low, high, iterations)
-
-
-class TemperatureFitWarning(UserWarning):
-    """A temperature fit that did not find a well-determined optimum (see `TemperatureFit.status`)."""
+    data = solver.Logits(logits.astype(np.float32, copy=False), labels)
+    return _solve(data, estimator, prior_scale, (low, high), (low, high), max_passes)[0]
 
 
 def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
@@ -310,121 +241,107 @@ def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
     return "fitted", None
 
 
-def _estimate(logits, labels, estimator, prior_scale, bounds) -> TemperatureFit:
+def _estimate(logits, labels, estimator, prior_scale, bounds) -> CalibratorFit:
+    """Temperature scaling's fit on logits `[n, K]` (checked here): its report, without warning.
+
+    The report's `temperature` is `T*`, `maximum_likelihood` the NLL's
+    minimiser within `SEARCH_BOUNDS` (for the diagnosis), `iterations` the
+    passes over the logits, `objective` the mean NLL plus, for `"map"`, the
+    prior's `(log T)^2 / (2 n prior_scale^2)`.
+    """
+    return _fit(*_checked(logits, labels), estimator, prior_scale, bounds)
+
+
+def _fit(logits, labels, estimator, prior_scale, bounds) -> CalibratorFit:
+    """`_estimate` on `_checked` logits and labels."""
     low, high = _check_estimator(estimator, prior_scale, bounds)
-    logits, labels = _labels.outputs_and_labels(logits, labels)
-    logits, true_logits = _class_major(logits[None]), logits[np.arange(len(labels)), labels][None]
-    likelihood = float(_maximum_likelihood(logits, true_logits, *SEARCH_BOUNDS, iterations=100)[0])
-    if estimator != "map" and (low, high) == SEARCH_BOUNDS:
-        temperature = likelihood  # the unregularised fit is the estimate itself: not solved twice
-    else:
-        temperature = float(_solve(logits, true_logits, estimator, prior_scale, low, high)[0])
+    data = solver.Logits(logits[None], labels[None])
+    searched = (min(low, SEARCH_BOUNDS[0]), max(high, SEARCH_BOUNDS[1]))
+    temperature, likelihood, root, passes = _solve(data, estimator, prior_scale, (low, high), searched)
+    temperature, likelihood = float(temperature[0]), float(np.clip(likelihood[0], *SEARCH_BOUNDS))
+    nll = float(solver.nll_at(data, root, np.array([-math.log(temperature)]))[0])
+    prior = math.log(temperature) ** 2 / (2 * len(labels) * prior_scale**2) if estimator == "map" else 0.0
     status, message = _diagnosis(temperature, likelihood, len(labels), estimator, prior_scale, low, high)
-    return TemperatureFit(temperature, status, len(labels), estimator, likelihood, message)
+    return CalibratorFit(
+        "temperature", status, len(labels), nll, nll + prior, passes, message,
+        temperature=temperature, maximum_likelihood=likelihood, estimator=estimator,
+    )  # fmt: skip
 
 
-def _warn(fit: TemperatureFit) -> None:
+def _warn(fit: CalibratorFit) -> None:
     """The fit's `TemperatureFitWarning`, if it has one, pointing at the caller of the public function."""
     if fit.warning:
         warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=3)
 
 
-def estimate_temperature(
-    logits,
-    labels,
-    *,
-    estimator: str = "map",
-    prior_scale: float = DEFAULT_PRIOR_SCALE,
-    bounds: tuple | None = None,
-) -> TemperatureFit:
-    """`fit_temperature` with its diagnosis: the `T*`, a status, the example count, the unregularised optimum.
+def _deprecated(name: str, replacement: str) -> None:
+    """The `DeprecationWarning` of an old name, issued once its call has passed the checks (bad input raises as
+    before, even where warnings are errors)."""
+    warnings.warn(
+        f"`keras_ils.{name}` is deprecated and will be removed in the next release. Use {replacement}.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
-    Issues a `TemperatureFitWarning` that names the cause whenever the status
-    is not `"fitted"` or `T*` lies outside `EXTREME_TEMPERATURES`.
 
-    Example:
+_REPORT = '`keras_ils.fit_calibrator("temperature", logits, labels, return_fit=True)`, whose report has'
 
-    >>> separable = np.array([[4.0, 0.0], [0.0, 4.0], [3.0, -1.0]])
-    >>> import warnings
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", TemperatureFitWarning)
-    ...     fit = estimate_temperature(separable, [0, 1, 0])
-    >>> fit.status, fit.maximum_likelihood, round(fit.temperature, 3), fit.num_examples
-    ('regularised', 0.01, 0.954, 3)
+
+def fit_temperature(logits, labels, *, estimator: str = "map", prior_scale: float = DEFAULT_PRIOR_SCALE,
+                    bounds: tuple | None = None) -> float:  # fmt: skip
+    """Deprecated: `fit_calibrator("temperature", logits, labels, return_fit=True)[1].temperature` is `T*`.
+
+    Returns temperature scaling's `T*` as a Python float and issues the
+    fit's `TemperatureFitWarning`, as `fit_calibrator` does (see it for the
+    estimators and options).
     """
     fit = _estimate(logits, labels, estimator, prior_scale, bounds)
+    _deprecated("fit_temperature", f"{_REPORT} `.temperature` (T*; the layer holds it too)")
+    _warn(fit)
+    return fit.temperature
+
+
+def estimate_temperature(logits, labels, *, estimator: str = "map", prior_scale: float = DEFAULT_PRIOR_SCALE,
+                         bounds: tuple | None = None) -> CalibratorFit:  # fmt: skip
+    """Deprecated: `fit_calibrator("temperature", logits, labels, return_fit=True)` returns this report.
+
+    Returns the fit's `CalibratorFit` (`temperature`, `status`,
+    `num_examples`, `maximum_likelihood`, ...) and issues its
+    `TemperatureFitWarning`.
+    """
+    fit = _estimate(logits, labels, estimator, prior_scale, bounds)
+    _deprecated("estimate_temperature", f"{_REPORT} `.temperature`, `.status` and `.maximum_likelihood`")
     _warn(fit)
     return fit
 
 
-def fit_temperature(
-    logits,
-    labels,
-    *,
-    estimator: str = "map",
-    prior_scale: float = DEFAULT_PRIOR_SCALE,
-    bounds: tuple | None = None,
-) -> float:
-    """The temperature `T*` for `softmax(logits / T)`, fitted on validation logits; never extreme in silence.
+def fit_temperatures(logits, labels, *, estimator: str = "map", prior_scale: float = DEFAULT_PRIOR_SCALE,
+                     bounds: tuple | None = None, iterations: int = solver.MAX_PASSES) -> np.ndarray:  # fmt: skip
+    """Deprecated: fit each model with `fit_calibrator("temperature", logits[m], labels[m])`.
 
-    Estimators:
-
-    - `"map"` (default): the maximum a posteriori `T` under a weak Gaussian
-      prior on `log T`, centred on `T = 1` with scale `prior_scale`:
-      minimises `sum_i NLL_i(T) + (log T)^2 / (2 prior_scale^2)`. With
-      thousands of validation examples the prior is negligible and this is
-      Guo et al.'s fit; on 10-200 examples, or a validation set the model
-      separates (where the NLL keeps falling towards `T = 0`), it stays
-      finite and near 1 instead of collapsing to a bound.
-    - `"mle"`: the plain minimiser of the validation NLL (Guo et al. 2017)
-      within `bounds` (default `SEARCH_BOUNDS`); an end of the range when
-      the NLL has no interior optimum.
-    - `"authors"`: `"mle"` within `AUTHORS_BOUNDS = (0.8, 3.0)`, the range
-      the paper's public code gives scipy's L-BFGS-B (the NLL is convex in
-      `1 / T`, so that is the bounded optimum), for like-for-like
-      reproduction.
-
-    The NLL is convex in `beta = 1 / T`; the fits are bisections on the sign
-    of its derivative in `log beta` (the MAP objective is bracketed on a grid
-    first), in float64, to machine precision. Whenever the result is not an
-    interior optimum that the data pin down, or is outside
-    `EXTREME_TEMPERATURES`, a `TemperatureFitWarning` says why and what was
-    done; `estimate_temperature` also returns that diagnosis.
-
-    Args:
-        logits: `[n, K]` uncalibrated logits.
-        labels: sparse labels `[n]`, one-hot/soft `[n, K]` or teacher targets.
-        estimator: `"map"`, `"mle"` or `"authors"`. Defaults to `"map"`.
-        prior_scale: the standard deviation of the prior on `log T` for
-            `"map"`. Defaults to `0.5` (`T` within `[0.37, 2.7]` at two
-            standard deviations a priori; Guo et al. report fitted `T` of
-            about 1-3 for modern networks).
-        bounds: `(low, high)` searched. Defaults to `SEARCH_BOUNDS`
-            (`AUTHORS_BOUNDS` for `"authors"`).
-
-    Returns:
-        `T*` as a Python float.
-
-    Example:
-
-    >>> rng = np.random.default_rng(0)
-    >>> labels = rng.integers(0, 3, 20000)
-    >>> x = rng.normal(size=(20000, 3)) + 2.0 * np.eye(3)[labels]
-    >>> calibrated_logits = 2.0 * x   # the true log-posteriors, up to a constant
-    >>> round(fit_temperature(3.0 * calibrated_logits, labels), 1)   # 3x over-confident
-    3.0
-    >>> round(fit_temperature(3.0 * calibrated_logits[:40], labels[:40], estimator="mle"), 2)   # 40 examples
-    2.82
-    >>> round(fit_temperature(3.0 * calibrated_logits[:40], labels[:40]), 2)   # MAP: pulled towards 1
-    2.19
-    >>> fit_temperature(3.0 * calibrated_logits[:40], labels[:40], estimator="authors")   # the authors' range
-    2.8...
-
-    References:
-        Guo et al. (2017), "On Calibration of Modern Neural Networks";
-        Gelman et al. (2013), "Bayesian Data Analysis", ch. 13 (posterior
-        modes as regularised point estimates).
+    Temperature scaling's `T*` of many models at once: `[M, n, K]` logits
+    and `[M, n]` labels -> `[M]`, without warnings or status; `iterations`
+    caps the passes over the logits of each search.
     """
-    fit = _estimate(logits, labels, estimator, prior_scale, bounds)
-    _warn(fit)
-    return fit.temperature
+    integer_at_least("iterations", iterations, 1)
+    temperatures = _fit_temperatures(logits, labels, estimator, prior_scale, bounds, max_passes=iterations)
+    _deprecated("fit_temperatures", 'one `keras_ils.fit_calibrator("temperature", logits[m], labels[m])` per model')
+    return temperatures
+
+
+def _report_alias():
+    """`CalibratorFit`, the deprecated `TemperatureFit`, with its warning pointing at the module attribute's reader."""
+    warnings.warn(
+        "`TemperatureFit` is deprecated and will be removed in the next release: temperature scaling reports a "
+        "`keras_ils.calibration.CalibratorFit`, as every calibrator does (with `temperature`, `maximum_likelihood` "
+        "and `estimator`).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return CalibratorFit
+
+
+def __getattr__(name):
+    if name == "TemperatureFit":
+        return _report_alias()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,13 +8,7 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 
-from keras_ils.calibration import (
-    CalibratorFitWarning,
-    EnsembleTemperatureScaling,
-    TemperatureFitWarning,
-    fit_calibrator,
-    fit_temperature,
-)
+from keras_ils.calibration import CalibratorFitWarning, EnsembleTemperatureScaling, fit_calibrator
 from keras_ils.calibration.ensemble import simplex_least_squares
 
 
@@ -60,16 +54,18 @@ def test_weights_match_the_authors_code_at_their_temperature():
 def test_fit_is_temperature_scaling_then_the_mse_weights(seed):
     logits, labels = _their_data(seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", (CalibratorFitWarning, TemperatureFitWarning))
+        warnings.simplefilter("ignore", CalibratorFitWarning)
         layer, fit = fit_calibrator("ensemble_temperature", logits, labels, return_fit=True)
-        temperature = fit_temperature(logits, labels)  # the package's NLL temperature (MAP), not their MSE one
-    assert layer.initial_temperature == pytest.approx(temperature, rel=1e-12)
+        _, scaling = fit_calibrator("temperature", logits, labels, return_fit=True)  # the NLL temperature (MAP)
+    temperature = scaling.temperature  # the package's, not their MSE one
+    assert layer.initial_temperature == fit.temperature == temperature and fit.estimator == "map"
     want, optimum = _scipy_weights(logits, labels, temperature)
-    assert fit.objective == pytest.approx(optimum, abs=1e-9) and fit.objective <= optimum + 1e-12
+    # the fit's sums are float32 per row (float64 across rows), the reference float64 throughout
+    assert fit.objective == pytest.approx(optimum, rel=1e-7) and fit.objective <= optimum * (1 + 1e-7)
     np.testing.assert_allclose(layer.ensemble_weights, want, atol=2e-4)  # SLSQP stops near the exact optimum
     assert min(layer.ensemble_weights) >= 0 and sum(layer.ensemble_weights) == pytest.approx(1.0, abs=1e-12)
     q = np.tensordot(layer.ensemble_weights, _components(logits, temperature), axes=1)
-    assert fit.nll == pytest.approx(-np.mean(np.log(q[np.arange(40), labels])), rel=1e-9)
+    assert fit.nll == pytest.approx(-np.mean(np.log(q[np.arange(40), labels])), rel=1e-6)
 
 
 def test_simplex_least_squares_against_a_dense_grid(rng):

@@ -12,6 +12,7 @@ import keras_ils
 from keras_ils.calibration import (
     LAYERS,
     METHODS,
+    CalibratorFit,
     CalibratorFitWarning,
     EnsembleTemperatureScaling,
     HistogramBinning,
@@ -139,7 +140,8 @@ class TestOptions:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             authors = fit_calibrator("ensemble_temperature", logits, labels, estimator="authors")
-            want = keras_ils.fit_temperature(logits, labels, estimator="authors")
+            _, scaling = fit_calibrator("temperature", logits, labels, estimator="authors", return_fit=True)
+            want = scaling.temperature
         assert authors.initial_temperature == pytest.approx(want, rel=1e-12) and 0.8 <= want <= 3.0
 
     @pytest.mark.parametrize(
@@ -155,3 +157,50 @@ class TestOptions:
         with pytest.warns(category) as record:
             calibrate(model, (logits.astype("float32"), labels), method=method)
         assert record[0].filename == __file__
+
+
+class TestDoor:
+    """What `fit_calibrator` (and `calibrate`, through `registry.fit`) checks for every method before fitting."""
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_probabilities_declared_as_logits_are_refused_with_the_fix(self, rng, method):
+        probabilities = rng.dirichlet(np.ones(3), size=40)
+        with pytest.raises(ValueError, match=r"`outputs`: it was declared as logits.*Pass `from_logits=False`"):
+            fit_calibrator(method, probabilities, rng.integers(0, 3, 40))
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_logits_declared_as_probabilities_are_refused_with_the_fix(self, rng, method):
+        logits = 3.0 * rng.normal(size=(40, 3))  # the issue's case: a temperature fit read T = 7.99 off such logits
+        with pytest.raises(ValueError, match=r"`outputs`: it was declared as probabilities.*Pass `from_logits=True`"):
+            fit_calibrator(method, logits, rng.integers(0, 3, 40), from_logits=False)
+
+    def test_from_logits_must_be_a_bool(self):
+        with pytest.raises(TypeError, match="`from_logits` must be True or False"):
+            fit_calibrator("temperature", np.zeros((4, 3)), [0, 1, 2, 0], from_logits=None)
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_a_class_absent_from_the_validation_set_is_warned_about(self, rng, method):
+        labels = rng.integers(0, 2, 300)  # classes 0 and 1 only, of 3
+        logits = 2.0 * rng.normal(size=(300, 3)) + 3.0 * np.eye(3)[labels]
+        with pytest.warns(CalibratorFitWarning) as caught:
+            _, fit = fit_calibrator(method, logits, labels, return_fit=True)
+        said = [str(w.message) for w in caught if "class 2 (of 3) has no example among the 300" in str(w.message)]
+        assert len(said) == 1 and fit.warning == said[0] and isinstance(fit, CalibratorFit)
+        with warnings.catch_warnings():  # every class present: no such clause
+            warnings.simplefilter("ignore")
+            _, fit = fit_calibrator(method, logits, np.r_[labels[:-1], 2], return_fit=True)
+        assert "has no example" not in (fit.warning or "")
+
+    def test_absent_classes_are_listed(self, rng):
+        labels = rng.choice([0, 3], 200)
+        with pytest.warns(CalibratorFitWarning, match=r"3 classes, 1, 2, 4 \(of 5\) have no example among the 200"):
+            fit_calibrator("temperature", rng.normal(size=(200, 5)) + 4.0 * np.eye(5)[labels], labels)
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_every_method_reports_a_calibrator_fit(self, rng, method):
+        x, y = _data(rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, fit = fit_calibrator(method, 3.0 * x[:, :3], y, return_fit=True)
+        assert type(fit) is CalibratorFit and fit.method == method and fit.num_examples == 300
+        assert (fit.temperature is not None) == (method in ("temperature", "ensemble_temperature"))

@@ -1,3 +1,6 @@
+"""Temperature scaling: the fit against scipy and a grid, its edge cases, the vectorised form, the deprecated names,
+the layer and `calibrate`."""
+
 import warnings
 
 import keras
@@ -8,8 +11,10 @@ from keras import ops
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
-from keras_ils import ILSLoss, TemperatureScaling, calibrate, fit_temperature, teacher_targets
-from keras_ils.calibration import TemperatureFitWarning, estimate_temperature, fit_temperatures
+import keras_ils
+from keras_ils import ILSLoss, TemperatureScaling, calibrate, teacher_targets
+from keras_ils.calibration import CalibratorFit, CalibratorFitWarning, TemperatureFitWarning, fit_calibrator
+from keras_ils.calibration.temperature import _fit_temperatures
 
 
 def _nll(t, logits, labels):
@@ -34,89 +39,152 @@ def _scipy_optimum(objective, args, bounds=(0.01, 100)):
     return float(np.exp(result.x))
 
 
-class TestFitTemperature:
-    @pytest.mark.parametrize("scale", [0.3, 1.0, 3.0, 10.0])
-    def test_mle_matches_scipy_optimum(self, rng, scale):
-        labels, logits = _overconfident(rng, scale=scale)
+def _fit(logits, labels, **options):
+    """The report of `fit_calibrator("temperature", ...)`, its warning silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibratorFitWarning)
+        return fit_calibrator("temperature", logits, labels, return_fit=True, **options)[1]
+
+
+# the fit computes on float32 logits: its optimum is that of the float32-rounded logits, within ~1e-7 of float64's
+RTOL = 1e-6
+
+
+class TestFit:
+    @pytest.mark.parametrize(
+        "seed, n, k, scale",
+        [(0, 3000, 5, 0.3), (1, 3000, 5, 1.0), (2, 3000, 5, 3.0), (3, 3000, 5, 10.0), (4, 300, 2, 3.0),
+         (5, 60, 3, 0.3), (6, 1000, 50, 2.0), (7, 20, 10, 5.0), (8, 5000, 3, 30.0)],
+    )  # fmt: skip
+    def test_mle_matches_scipy_optimum(self, seed, n, k, scale):
+        labels, logits = _overconfident(np.random.default_rng(seed), n, k, scale)
         want = _scipy_optimum(_nll, (logits, labels))
-        got = fit_temperature(logits, labels, estimator="mle")
-        assert abs(got - want) / want < 1e-5
-        assert _nll(got, logits, labels) <= _nll(want, logits, labels) + 1e-9
+        fit = _fit(logits, labels, estimator="mle")
+        assert fit.temperature == pytest.approx(want, rel=RTOL) and fit.maximum_likelihood == fit.temperature
+        assert fit.nll == pytest.approx(_nll(want, logits, labels), rel=1e-7) and fit.objective == fit.nll
 
     @pytest.mark.parametrize(
-        "n, scale, prior_scale", [(20, 3.0, 0.5), (60, 0.3, 0.5), (200, 10.0, 1.0), (3000, 3, 0.5)]
-    )
-    def test_map_matches_scipy_optimum_of_nll_plus_prior(self, rng, n, scale, prior_scale):
-        labels, logits = _overconfident(rng, n=n, scale=scale)
+        "seed, n, k, scale, prior_scale",
+        [(0, 20, 5, 3.0, 0.5), (1, 60, 5, 0.3, 0.5), (2, 200, 5, 10.0, 1.0), (3, 3000, 5, 3.0, 0.5),
+         (4, 40, 2, 0.1, 0.5), (5, 500, 20, 0.5, 0.2), (6, 30, 3, 1.0, 2.0), (7, 5000, 10, 4.0, 0.5)],
+    )  # fmt: skip
+    def test_map_matches_scipy_optimum_of_nll_plus_prior(self, seed, n, k, scale, prior_scale):
+        labels, logits = _overconfident(np.random.default_rng(seed), n, k, scale)
         want = _scipy_optimum(_map_objective, (logits, labels, prior_scale))
-        got = fit_temperature(logits, labels, prior_scale=prior_scale)
-        assert abs(got - want) / want < 1e-5
-        objective = lambda t: _map_objective(t, logits, labels, prior_scale)  # noqa: E731
-        assert objective(got) <= objective(want) + 1e-9
+        fit = _fit(logits, labels, prior_scale=prior_scale)
+        assert fit.temperature == pytest.approx(want, rel=RTOL)
+        assert fit.maximum_likelihood == pytest.approx(_scipy_optimum(_nll, (logits, labels)), rel=RTOL)
+        prior = np.log(want) ** 2 / (2 * n * prior_scale**2)
+        assert fit.objective == pytest.approx(_nll(want, logits, labels) + prior, rel=1e-7)
+
+    def test_newton_needs_few_passes(self, rng):
+        labels, logits = _overconfident(rng, n=3000, scale=3.0)
+        assert 2 <= _fit(logits, labels, estimator="mle").iterations <= 10  # bisection to 1e-13 needs ~47
+        assert _fit(logits, labels).iterations <= 14  # the MAP fit after it starts next to its optimum
+
+    def test_several_minima_of_the_map_objective_give_the_global_one(self):
+        # separable, with margins of two sizes: n NLL + (log T)^2 / 2s^2 has two local minima in log T, and the
+        # global one is the farther from the NLL's own optimum (T -> 0), where a search from there would stop first
+        labels = np.arange(85) % 3
+        margins = np.where(np.arange(85) < 5, 3.0, 0.05)[:, None]
+        logits = np.where(np.eye(3)[labels] > 0, 0.0, -margins)
+        grid = np.exp(np.linspace(np.log(0.01), np.log(100), 4001))
+        values = np.array([_map_objective(t, logits, labels, 0.3) for t in grid])
+        minima = grid[1:-1][(values[1:-1] < values[:-2]) & (values[1:-1] < values[2:])]
+        assert len(minima) == 2 and grid[np.argmin(values)] == minima[1]  # the case is what it says
+        best = np.argmin(values)
+        want = _scipy_optimum(_map_objective, (logits, labels, 0.3), bounds=(grid[best - 1], grid[best + 1]))
+        assert _fit(logits, labels, prior_scale=0.3).temperature == pytest.approx(want, rel=RTOL)
 
     def test_map_approaches_mle_with_many_examples_and_shrinks_towards_one_with_few(self, rng):
         labels, logits = _overconfident(rng, n=20000, scale=3.0)
-        assert fit_temperature(logits, labels) == pytest.approx(
-            fit_temperature(logits, labels, estimator="mle"), rel=2e-3
-        )
-        few_labels, few_logits = labels[:30], logits[:30]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TemperatureFitWarning)
-            t_map, t_mle = (
-                fit_temperature(few_logits, few_labels),
-                fit_temperature(few_logits, few_labels, estimator="mle"),
-            )
-        assert 1.0 < t_map < t_mle
+        fit = _fit(logits, labels)
+        assert fit.temperature == pytest.approx(fit.maximum_likelihood, rel=2e-3) and fit.status == "fitted"
+        few = _fit(logits[:30], labels[:30])
+        assert 1.0 < few.temperature < few.maximum_likelihood and few.status == "regularised"
 
     def test_authors_estimator_is_the_mle_clipped_to_their_range(self, rng):
         for scale, want in ((10.0, 3.0), (0.3, 0.8)):
             labels, logits = _overconfident(rng, scale=scale)
             with pytest.warns(TemperatureFitWarning, match=r"end of the searched range \[0.8, 3\]"):
-                assert fit_temperature(logits, labels, estimator="authors") == want
+                _, fit = fit_calibrator("temperature", logits, labels, estimator="authors", return_fit=True)
+            assert (fit.temperature, fit.status, fit.estimator) == (want, "at_bound", "authors")
         labels, logits = _overconfident(rng, scale=1.5)
-        t = fit_temperature(logits, labels, estimator="authors")
-        assert 0.8 < t < 3.0 and t == pytest.approx(_scipy_optimum(_nll, (logits, labels)), rel=1e-5)
+        t = _fit(logits, labels, estimator="authors").temperature
+        assert 0.8 < t < 3.0 and t == pytest.approx(_scipy_optimum(_nll, (logits, labels)), rel=RTOL)
+
+    def test_bounds_beyond_the_search_range(self, rng):
+        labels, logits = _overconfident(rng, n=500, k=3, scale=300.0)  # T* ~ 200 > SEARCH_BOUNDS' 100
+        wide = _fit(logits, labels, estimator="mle", bounds=(0.001, 1000.0))
+        want = _scipy_optimum(_nll, (logits, labels), bounds=(0.001, 1000.0))
+        assert wide.temperature == pytest.approx(want, rel=RTOL) and wide.maximum_likelihood == 100.0
 
     def test_map_at_an_end_of_the_range_is_that_end_exactly_and_said(self, rng):
         labels, logits = _overconfident(rng, n=20000, scale=3.0)
         with pytest.warns(TemperatureFitWarning, match="end of the searched range"):
-            fit = estimate_temperature(logits, labels, bounds=(0.5, 2.0))
+            _, fit = fit_calibrator("temperature", logits, labels, bounds=(0.5, 2.0), return_fit=True)
         assert (fit.temperature, fit.status) == (2.0, "at_bound")
 
-    def test_map_optimum_between_the_first_grid_points_is_found(self, rng):
+    def test_map_optimum_just_inside_an_end_of_the_range_is_found(self, rng):
         labels, logits = _overconfident(rng, n=20000, scale=3.0)
-        inside = fit_temperature(logits, labels)
-        high = inside * 1.01  # the optimum lies between the two grid points nearest this end of the range
-        got = fit_temperature(logits, labels, bounds=(0.5, high))
+        inside = _fit(logits, labels).temperature
+        high = inside * 1.0001
+        got = _fit(logits, labels, bounds=(0.5, high)).temperature
         assert got < high and got == pytest.approx(inside, rel=1e-9)
 
-    def test_label_forms(self, rng):
+    def test_label_forms_and_input_dtypes(self, rng):
         labels, logits = _overconfident(rng, n=500)
-        t = fit_temperature(logits, labels)
-        assert fit_temperature(logits, np.eye(5)[labels]) == pytest.approx(t, rel=1e-9)
-        assert fit_temperature(logits, teacher_targets(labels, logits)) == pytest.approx(t, rel=1e-9)
+        t = _fit(logits, labels).temperature
+        assert _fit(logits, np.eye(5)[labels]).temperature == t
+        assert _fit(logits, teacher_targets(labels, logits)).temperature == t
+        assert _fit(logits.astype("float32"), labels).temperature == t  # float64 is fitted in float32 too
+        assert _fit(tf.constant(logits, tf.float32), labels).temperature == t
 
     @pytest.mark.parametrize("n", [4, 12, 60])
     def test_separable_set_is_regularised_and_said(self, rng, n):
         labels = rng.integers(0, 3, n)
         logits = 6.0 * np.eye(3)[labels] + rng.normal(scale=0.5, size=(n, 3))  # every example right by a margin
         with pytest.warns(TemperatureFitWarning, match=f"these {n} examples keeps falling up to T = 0.01") as caught:
-            fit = estimate_temperature(logits, labels)
+            _, fit = fit_calibrator("temperature", logits, labels, return_fit=True)
         assert fit.status == "regularised" and fit.maximum_likelihood == 0.01 and fit.num_examples == n
         assert 0.05 < fit.temperature < 1.0 and str(caught[0].message) == fit.warning
-        assert fit.temperature == pytest.approx(_scipy_optimum(_map_objective, (logits, labels, 0.5)), rel=1e-5)
+        assert fit.temperature == pytest.approx(_scipy_optimum(_map_objective, (logits, labels, 0.5)), rel=RTOL)
 
     def test_separable_set_with_mle_stops_at_the_bound_and_says_so(self):
         with pytest.warns(TemperatureFitWarning, match="not an optimum"):
-            fit = estimate_temperature(np.array([[5.0, 0.0], [0.0, 5.0]]), [0, 1], estimator="mle")
+            _, fit = fit_calibrator("temperature", [[5.0, 0.0], [0.0, 5.0]], [0, 1], estimator="mle", return_fit=True)
         assert (fit.temperature, fit.status) == (0.01, "at_bound")
+
+    def test_uninformative_logits(self, rng):
+        labels, logits = rng.integers(0, 4, 400), rng.normal(size=(400, 4))  # labels independent of the logits
+        fit = _fit(logits, labels, estimator="mle")
+        assert (fit.temperature, fit.status) == (100.0, "at_bound")
+        fit = _fit(logits, labels)
+        want = _scipy_optimum(_map_objective, (logits, labels, 0.5))
+        assert fit.status == "regularised" and "no information" in fit.warning
+        assert fit.temperature == pytest.approx(want, rel=RTOL)
+        constant = _fit(np.ones((50, 3)), labels[:50] % 3, estimator="mle")  # an NLL that T does not change
+        assert (constant.temperature, constant.status) == (100.0, "at_bound")
+
+    def test_huge_logits(self, rng):
+        labels, logits = _overconfident(rng, n=2000, k=4, scale=2000.0)  # logits of order 1e4: exp overflows unshifted
+        fit = _fit(logits, labels, estimator="mle")
+        want = _scipy_optimum(_nll, (logits, labels))
+        assert np.isfinite(fit.nll) and fit.temperature == pytest.approx(want, rel=RTOL)
 
     def test_well_determined_fit_is_quiet(self, rng):
         labels, logits = _overconfident(rng, n=3000, scale=2.0)
         with warnings.catch_warnings():
-            warnings.simplefilter("error", TemperatureFitWarning)
-            fit = estimate_temperature(logits, labels)
-        assert fit.status == "fitted" and fit.warning is None and fit.num_examples == 3000
+            warnings.simplefilter("error", CalibratorFitWarning)
+            _, fit = fit_calibrator("temperature", logits, labels, return_fit=True)
+        assert isinstance(fit, CalibratorFit) and fit.method == "temperature"
+        assert fit.status == "fitted" and fit.warning is None and fit.num_examples == 3000 and fit.estimator == "map"
+
+    def test_warning_class_is_a_calibrator_fit_warning(self):
+        assert issubclass(TemperatureFitWarning, CalibratorFitWarning)
+        with pytest.warns(CalibratorFitWarning) as caught:
+            fit_calibrator("temperature", [[5.0, 0.0], [0.0, 5.0]], [0, 1])
+        assert caught[0].category is TemperatureFitWarning
 
     @pytest.mark.parametrize(
         "logits, labels, match",
@@ -130,7 +198,7 @@ class TestFitTemperature:
     )
     def test_bad_input(self, logits, labels, match):
         with pytest.raises(ValueError, match=match):
-            fit_temperature(logits, labels)
+            fit_calibrator("temperature", logits, labels)
 
     @pytest.mark.parametrize(
         "kwargs, name",
@@ -144,42 +212,62 @@ class TestFitTemperature:
     )
     def test_bad_arguments(self, kwargs, name):
         with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
-            fit_temperature(np.zeros((2, 2)), [0, 1], **kwargs)
+            fit_calibrator("temperature", np.zeros((2, 2)), [0, 1], **kwargs)
 
 
-class TestFitTemperatures:
+class TestVectorised:
     @pytest.mark.parametrize("estimator", ["mle", "map"])
     def test_each_model_matches_its_scipy_optimum(self, estimator):
         rng = np.random.default_rng(1)
-        labels = rng.integers(0, 3, (6, 150))
-        logits = rng.normal(size=(6, 150, 3)) + 2 * np.eye(3)[labels]
-        logits *= np.array([0.2, 0.5, 1.0, 2.0, 5.0, 20.0])[:, None, None]
-        got = fit_temperatures(logits, labels, estimator=estimator)
+        labels = rng.integers(0, 3, (7, 150))
+        logits = rng.normal(size=(7, 150, 3)) + 2 * np.eye(3)[labels]
+        logits *= np.array([0.2, 0.5, 1.0, 2.0, 5.0, 20.0, 1.0])[:, None, None]
+        logits[-1] = 8.0 * np.eye(3)[labels[-1]]  # a separable model beside the others
+        got = _fit_temperatures(logits, labels, estimator=estimator)
         for model, (z, y) in enumerate(zip(logits, labels, strict=True)):
+            if estimator == "mle" and model == 6:
+                assert got[model] == 0.01
+                continue
             args = (z, y) if estimator == "mle" else (z, y, 0.5)
             want = _scipy_optimum(_nll if estimator == "mle" else _map_objective, args)
-            assert abs(got[model] - want) / want < 1e-5
-
-    @pytest.mark.parametrize("iterations", [0, -3, 2.5, True])
-    def test_bad_iterations(self, iterations):
-        with pytest.raises(ValueError, match="Invalid value for argument `iterations`"):
-            fit_temperatures(np.zeros((1, 2, 2)), [[0, 1]], iterations=iterations)
-
-    def test_few_iterations_leave_a_coarser_fit_and_enough_reach_the_scipy_optimum(self):
-        rng = np.random.default_rng(2)
-        labels = rng.integers(0, 3, (1, 150))
-        logits = 3.0 * (rng.normal(size=(1, 150, 3)) + 2 * np.eye(3)[labels])
-        want = _scipy_optimum(_nll, (logits[0], labels[0]))
-        coarse = fit_temperatures(logits, labels, estimator="mle", iterations=3)[0]
-        assert 1e-3 < abs(coarse - want) / want < 0.5  # 3 halvings of log T in [log 0.01, log 100]: a bracket 1.15 wide
-        assert abs(fit_temperatures(logits, labels, estimator="mle")[0] - want) / want < 1e-6
+            assert got[model] == pytest.approx(want, rel=RTOL)
 
     def test_separated_and_reversed_models_stop_at_the_bounds_under_mle(self):
         separated = np.array([[[10.0, -10.0], [-10.0, 10.0]], [[-10.0, 10.0], [10.0, -10.0]]])
         labels = np.array([[0, 1], [0, 1]])
-        np.testing.assert_array_equal(fit_temperatures(separated, labels, estimator="mle"), [0.01, 100.0])
-        regularised = fit_temperatures(separated, labels, estimator="map")
-        assert np.all((regularised > 0.01) & (regularised < 100))
+        np.testing.assert_array_equal(_fit_temperatures(separated, labels, estimator="mle"), [0.01, 100.0])
+        regularised = _fit_temperatures(separated, labels, estimator="map")
+        for model in range(2):
+            want = _scipy_optimum(_map_objective, (separated[model], labels[model], 0.5))
+            assert regularised[model] == pytest.approx(want, rel=RTOL)
+
+
+class TestDeprecatedNames:
+    def test_each_warns_names_its_replacement_and_gives_the_new_fit(self, rng):
+        labels, logits = _overconfident(rng, n=500)
+        want = _fit(logits, labels)
+        with pytest.warns(DeprecationWarning, match=r'fit_calibrator\("temperature"') as caught:
+            assert keras_ils.calibration.fit_temperature(logits, labels) == want.temperature
+        assert caught[0].filename == __file__
+        with pytest.warns(DeprecationWarning, match=r"`keras_ils.estimate_temperature` is deprecated"):
+            assert keras_ils.calibration.estimate_temperature(logits, labels) == want
+        with pytest.warns(DeprecationWarning, match=r"fit_calibrator\(\"temperature\", logits\[m\]"):
+            got = keras_ils.calibration.fit_temperatures(logits[None], labels[None])
+        assert got[0] == pytest.approx(want.temperature, rel=1e-12)
+
+    def test_the_old_report_name_is_the_new_report(self):
+        with pytest.warns(DeprecationWarning, match="CalibratorFit"):
+            from keras_ils.calibration import TemperatureFit
+        assert TemperatureFit is CalibratorFit
+
+    def test_old_warnings_still_warn_under_their_name(self):
+        with pytest.warns(TemperatureFitWarning, match="not an optimum"):
+            keras_ils.calibration.estimate_temperature(np.array([[5.0, 0.0], [0.0, 5.0]]), [0, 1], estimator="mle")
+
+    @pytest.mark.parametrize("iterations", [0, -3, 2.5, True])
+    def test_bad_iterations(self, iterations):
+        with pytest.raises(ValueError, match="Invalid value for argument `iterations`"):
+            keras_ils.calibration.fit_temperatures(np.zeros((1, 2, 2)), [[0, 1]], iterations=iterations)
 
 
 class TestTemperatureScalingLayer:
@@ -202,7 +290,7 @@ class TestTemperatureScalingLayer:
             optimizer=keras.optimizers.Adam(0.05), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         )
         model.fit(logits.astype("float32"), labels, epochs=300, batch_size=2000, verbose=0)
-        assert float(layer.temperature.numpy()) == pytest.approx(fit_temperature(logits, labels), rel=0.02)
+        assert float(layer.temperature.numpy()) == pytest.approx(_fit(logits, labels).temperature, rel=0.02)
 
     def test_fixed_temperature_is_not_trained(self):
         layer = TemperatureScaling(3.0, trainable=False)
@@ -279,14 +367,14 @@ class TestCalibrate:
         model, x, y = self._model(rng)
         calibrated = calibrate(model, (x, y))
         logits = model.predict(x, verbose=0)
-        t = fit_temperature(logits, y)
+        t = _fit(logits, y).temperature
         assert float(calibrated.layers[-1].temperature.numpy()) == pytest.approx(t, rel=1e-6)
         np.testing.assert_allclose(calibrated.predict(x, verbose=0), logits / t, rtol=1e-5)
 
     def test_shuffled_dataset_keeps_pairs(self, rng):
         model, x, y = self._model(rng)
         ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(400, seed=1).batch(32)
-        t = fit_temperature(model.predict(x, verbose=0), y)
+        t = _fit(model.predict(x, verbose=0), y).temperature
         calibrated = calibrate(model, ds)
         assert float(calibrated.layers[-1].temperature.numpy()) == pytest.approx(t, rel=1e-5)
 
@@ -294,7 +382,7 @@ class TestCalibrate:
         model, x, y = self._model(rng, scale=2.0)  # no probability below the log's clip
         prob_model = keras.Sequential([model, keras.layers.Softmax()])
         calibrated = calibrate(prob_model, (x, y), from_logits=False)
-        t = fit_temperature(model.predict(x, verbose=0), y)
+        t = _fit(model.predict(x, verbose=0), y).temperature
         want = ops.convert_to_numpy(ops.softmax(model.predict(x, verbose=0) / t))
         np.testing.assert_allclose(calibrated.predict(x, verbose=0), want, rtol=1e-4, atol=1e-6)
 
