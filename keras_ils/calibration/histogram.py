@@ -139,9 +139,10 @@ def _equal_mass_edges(ordered, num_bins: int) -> tuple:
     `ordered [K, n]` holds each class's sorted scores. Each edge is the
     midpoint between the last score of a bin and the first of the next;
     tied scores never straddle an edge: an edge with no score above it up to
-    the next edge, or none below it, goes (its bins merge), so every bin
-    holds at least one score. `used` marks the edges kept, `upto` counts the
-    scores at or below each edge.
+    the next edge goes (its bins merge), so every bin holds at least one
+    score (the first too: the lowest score lies at or below every edge).
+    `used` marks the edges kept, `upto` counts the scores at or below each
+    edge.
     """
     num_classes, n = ordered.shape
     cuts = np.unique(np.round(np.arange(1, num_bins) * n / num_bins).astype(int))
@@ -157,16 +158,23 @@ def _equal_mass_edges(ordered, num_bins: int) -> tuple:
     for c in reversed(range(len(cuts))):  # the scores between each distinct edge and the next
         above[:, c] = following - upto[:, c]
         following = np.where(distinct[:, c], upto[:, c], following)
-    return edges, distinct & (above > 0) & (upto > 0), upto
+    return edges, distinct & (above > 0), upto
 
 
 def _bins_and_frequencies(probabilities, labels, num_bins):
     """`(edges [K, B - 1], values [K, B])` of equal-mass bins per class, each valued at its class frequency.
 
     Unused edges are 1 (no probability exceeds it) and unused bins repeat
-    the last value.
+    the last value. A class without examples gets the bins of every class's
+    `(p_j, y == j)` pooled (module `one_vs_rest`).
     """
-    return _bins(probabilities, labels, probabilities[labels, np.arange(len(labels))], num_bins)
+    num_classes, n = probabilities.shape
+    scores = probabilities[labels, np.arange(n)]
+    edges, values = _bins(probabilities, labels, scores, num_bins)
+    absent = np.flatnonzero(np.bincount(labels, minlength=num_classes) == 0)
+    if len(absent):
+        edges[absent], values[absent] = _bins(probabilities.reshape(1, -1), np.zeros(n, int), scores, num_bins)
+    return edges, values
 
 
 def _bins(probabilities, rows, scores, num_bins):
@@ -222,7 +230,8 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
     weight `m K / (n + m K)`, `m` cross-validated
     (`keras_ils.calibration.one_vs_rest`), and the
     report's status is `"few_examples"` (with a warning text). Tied scores
-    never straddle an edge, so no bin is ever empty. All classes at once:
+    never straddle an edge, so no bin is ever empty. A class absent from
+    `labels` gets the bins of every class pooled. All classes at once:
     one sort of each class's probabilities, then a few passes over them
     (`keras_ils.calibration.one_vs_rest`).
     """

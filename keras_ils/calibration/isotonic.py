@@ -202,11 +202,21 @@ def _pooled(means, weights, classes) -> np.ndarray:
 def _steps(probabilities, labels) -> tuple:
     """`(thresholds, values)` `[K, M]` of scikit-learn's `IsotonicRegression(y_min=0, y_max=1)` on `(p_j, y == j)`.
 
-    Rows shorter than `M` repeat their last point.
+    Rows shorter than `M` repeat their last point. A class without examples
+    gets the map of every class's `(p_j, y == j)` pooled (module
+    `one_vs_rest`).
     """
     num_classes, n = probabilities.shape
-    points, levels, counts = _points(probabilities, labels, probabilities[labels, np.arange(n)])
-    return _padded(points, levels, counts, max(2, counts.max()))
+    scores = probabilities[labels, np.arange(n)]
+    points, levels, counts = _points(probabilities, labels, scores)
+    absent = np.flatnonzero(np.bincount(labels, minlength=num_classes) == 0)
+    if not len(absent):
+        return _padded(points, levels, counts, max(2, counts.max()))
+    pooled = _points(probabilities.reshape(1, -1), np.zeros(n, int), scores)
+    width = max(2, counts.max(), pooled[2][0])
+    thresholds, values = _padded(points, levels, counts, width)
+    thresholds[absent], values[absent] = _padded(*pooled, width)
+    return thresholds, values
 
 
 def _points(probabilities, rows, scores) -> tuple:
@@ -273,7 +283,8 @@ def fit_isotonic(outputs, labels, *, from_logits: bool = True):
     model's distribution with weight `m K / (n + m K)`, `m` cross-validated
     (`keras_ils.calibration.one_vs_rest`); the report's status is then
     `"few_examples"` (with a warning text). Each class's map is
-    scikit-learn's either way.
+    scikit-learn's either way; a class absent from `labels` gets the map of
+    every class's pairs pooled (`keras_ils.calibration.one_vs_rest`).
     """
     probabilities, labels = fitting_probabilities(outputs, labels, from_logits)
     num_classes, n = probabilities.shape

@@ -36,6 +36,16 @@ of that class there would get an infinite NLL. The fits choose (see
   let histogram binning on 21-25 validation examples of a trained network
   triple its test NLL.
 
+A class absent from the fitting set would get a map that is 0 everywhere
+(none of its examples is a positive): the absence read as proof that the
+class never occurs, so that a test example of a class merely missing from
+the validation set (left out of a split, or too rare to be drawn) would keep
+only the floor and the model's share. Its map is instead the one fitted to
+every class's `(p_k, y == k)` pairs pooled: with no evidence about the class
+itself, its probability is corrected as the model's probabilities are on the
+whole. (Its count, 0, also brings in the small-data rule above; the registry
+warns about the missing class.)
+
 A row whose maps are all 0 (possible only with `floor=0`) is uniform. The
 layers output `log q` (log-probabilities: `softmax` of them is `q`), or `q`
 itself with `from_logits=False`, where they also take probabilities.
