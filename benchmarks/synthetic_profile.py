@@ -3,7 +3,7 @@
 Stages (cumulative time of the function, so nested calls are inside their caller):
 `train_mlps` (the vectorised trainer, XLA compiles included), of it the compiled epoch calls
 (`TFE_Py_Execute`: the epoch's compute), `student_targets` (the students' soft targets),
-`fit_temperatures` (temperature scaling of teachers and students), `replicate_rows` (selection and test
+`_fit_temperatures` (temperature scaling of teachers and students), `replicate_rows` (selection and test
 metrics on 15,000 points per replicate). Extrapolate linearly in `--replicates` with care: the
 first call of each shape pays XLA's compile.
 
@@ -34,7 +34,7 @@ STAGES = {
     "train_mlps": ("vectorised.py", "train_mlps"),
     "  compiled epoch calls": ("~", "<built-in method tensorflow.python._pywrap_tfe.TFE_Py_Execute>"),
     "student_targets": ("stages.py", "student_targets"),
-    "fit_temperatures": ("calibration/temperature.py", "fit_temperatures"),
+    "_fit_temperatures": ("calibration/temperature.py", "_fit_temperatures"),
     "replicate_rows (scoring)": ("scoring.py", "replicate_rows"),
 }
 

@@ -39,6 +39,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_ils.calibration import temperature  # noqa: E402
 from keras_ils.experiments import synthetic_protocol  # noqa: E402
 from keras_ils.experiments.data import synthetic  # noqa: E402
 from keras_ils.experiments.engine import training, vectorised  # noqa: E402
@@ -53,7 +54,7 @@ def replicate(seed):
     train, val = synthetic.make_dataset(50, seed), synthetic.make_dataset(50, seed + 10_000)
     free, taught = synthetic_protocol.model_configs(synthetic_protocol.grids())
     teacher = vectorised.train_mlps(train.x[None], np.eye(3)[train.y][None], val.x[None], val.y[None], seeds=[seed])
-    t_star = vectorised.fit_temperatures(vectorised.mlp_logits(teacher.weights, val.x), val.y[None])[0]
+    t_star = temperature._fit_temperatures(vectorised.mlp_logits(teacher.weights, val.x), val.y[None])[0]
     calibrated = (vectorised.mlp_logits(teacher.weights, train.x)[0] / t_star).astype(np.float32)
     configs = [hp for _, hp in free + taught]
     targets = np.stack([np.asarray(ils_targets(train.y, calibrated, **hp), np.float32) for hp in configs])

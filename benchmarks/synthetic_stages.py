@@ -18,7 +18,7 @@ import time
 
 from _common import machine
 
-from keras_ils import calibration
+from keras_ils.calibration import temperature
 from keras_ils.experiments.engine import vectorised
 from keras_ils.experiments.synthetic_protocol import ProtocolOptions, extras, run, scoring, stages
 
@@ -34,7 +34,7 @@ TOP_LEVEL = (
 )
 # (label, module, function name): inside the stages above
 NESTED = (
-    ("  temperature fits (`fit_temperatures`)", calibration, "fit_temperatures"),
+    ("  temperature fits (`_fit_temperatures`)", temperature, "_fit_temperatures"),
     ("  forward passes outside training (`mlp_logits`)", vectorised, "mlp_logits"),
     ("  test metrics (`scoring.scores`)", scoring, "scores"),
 )

@@ -42,7 +42,7 @@ def main(argv=None):
     parser.add_argument(
         "--temperature-fit",
         choices=("map", "mle", "authors"),
-        help="every model's temperature fit (keras_ils.calibration.fit_temperature's estimator; default: the "
+        help="every model's temperature fit (fit_calibrator('temperature')'s estimator; default: the "
         "preset's, map for the package's)",
     )
     parser.add_argument("--preset", choices=tuple(synthetic_protocol.PRESETS), default="package")

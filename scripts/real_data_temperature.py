@@ -36,6 +36,7 @@ from sklearn import datasets as sklearn_datasets  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
 from keras_ils import calibration  # noqa: E402
+from keras_ils.calibration import temperature  # noqa: E402
 from keras_ils.experiments.data import datasets  # noqa: E402
 from keras_ils.experiments.engine import vectorised  # noqa: E402
 from keras_ils.targets import ils_targets  # noqa: E402
@@ -75,9 +76,10 @@ def _nll(logits, labels):
 
 def _fits(val_logits, y_val, estimator):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", calibration.TemperatureFitWarning)
+        warnings.simplefilter("ignore", calibration.CalibratorFitWarning)
         return [
-            calibration.estimate_temperature(z, y, estimator=estimator) for z, y in zip(val_logits, y_val, strict=True)
+            calibration.fit_calibrator("temperature", z, y, estimator=estimator, return_fit=True)[1]
+            for z, y in zip(val_logits, y_val, strict=True)
         ]
 
 
@@ -99,7 +101,7 @@ def study(name, seeds, way, directory):
         vectorised.mlp_logits(teacher.weights, x_test),
     )
     for scale in PRIOR_SCALES:  # the teacher's TempS row under other prior scales of the MAP fit
-        t_scale = calibration.fit_temperatures(teacher_val, y_val, prior_scale=scale)
+        t_scale = temperature._fit_temperatures(teacher_val, y_val, prior_scale=scale)
         raw, scaled = _nll(teacher_test, y_test), _nll(teacher_test / t_scale[:, None, None], y_test)
         report["prior_scales"][scale] = dict(t=t_scale, gain=float(np.mean(raw - scaled)),
                                              broken=int(np.sum(scaled > 1.5 * raw + 0.05)))  # fmt: skip

@@ -41,8 +41,9 @@ def fold_rows(labels, folds: int, seed: int) -> list:
 
 
 def out_of_fold_logits(train, validation, settings):
-    """`(calibrated out-of-fold logits [n, K], the joint TemperatureFit)` of the cross-fitted teachers of `settings`
-    (a `students.SearchSettings`): `train` is `(x, labels, num_classes)`, `validation` `(x, labels)`."""
+    """`(calibrated out-of-fold logits [n, K], the joint temperature fit's CalibratorFit)` of the cross-fitted
+    teachers of `settings` (a `students.SearchSettings`): `train` is `(x, labels, num_classes)`, `validation`
+    `(x, labels)`."""
     folds, seed, estimator = settings.teacher_folds, settings.seed, settings.temperature_estimator
     x, y, num_classes = train
     x_validation, y_validation = validation
@@ -70,5 +71,6 @@ def out_of_fold_logits(train, validation, settings):
             raw[held_out[fold]] = vectorised.mlp_logits(weights, x[held_out[fold]])[0]
             val_logits.append(vectorised.mlp_logits(weights, x_validation)[0])
     pooled_labels = np.tile(y_validation, folds)
-    fit = calibration.estimate_temperature(np.concatenate(val_logits), pooled_labels, estimator=estimator)
+    pooled = np.concatenate(val_logits)
+    fit = calibration.fit_calibrator("temperature", pooled, pooled_labels, estimator=estimator, return_fit=True)[1]
     return (raw / fit.temperature).astype(np.float32), fit

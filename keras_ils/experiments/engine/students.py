@@ -21,7 +21,7 @@ once by its entry's `targets`:
 3. every teacher-reading candidate (ILS1, ILS2, ILS, Dis, cLS) on those
    logits; a method that borrows a value (`Method.borrows`: cLS takes LS's
    chosen epsilon, as the paper does) takes its lender's choice;
-4. every candidate's validation logits, temperature (`fit_temperatures`) and
+4. every candidate's validation logits, temperature (`temperature._fit_temperatures`) and
    validation NLL as trained and temperature-scaled.
 
 Selection is the paper's: a method's row is its candidate with the lowest
@@ -53,7 +53,7 @@ import numpy as np
 
 from keras_ils import baselines, calibration, methods
 from keras_ils._checks import integer_at_least, invalid
-from keras_ils.calibration import ESTIMATORS
+from keras_ils.calibration import ESTIMATORS, fit_calibrator, temperature
 from keras_ils.experiments.engine import cross_fit, vectorised
 from keras_ils.experiments.engine.cross_fit import fold_rows
 from keras_ils.experiments.zoo import models
@@ -92,7 +92,7 @@ class SearchSettings:
         seed: every model's initial weights and batch order. Defaults to `0`.
         teacher_folds: `1` for the paper's teacher, `k >= 2` for out-of-fold
             teacher logits from `k` cross-fitted teachers. Defaults to `1`.
-        temperature_estimator: `keras_ils.calibration.fit_temperature`'s
+        temperature_estimator: the temperature fit's
             `estimator` for every temperature. Defaults to `"map"`.
     """
 
@@ -132,10 +132,10 @@ class StudentSearch:
         temperatures: `[M]` each candidate's own temperature on validation.
         val_nll_scaled: `[M]` validation NLL after that temperature.
         epochs: `[M]` epochs each candidate trained.
-        teacher_fit: the teacher's `keras_ils.TemperatureFit` (its `T*`).
+        teacher_fit: the teacher's temperature fit, a `CalibratorFit` (its `T*`).
         teacher_logits: `[n, K]` the calibrated teacher logits on the training
             set that the targets were made from (out of fold with folds).
-        folds_fit: the cross-fitted teachers' joint `TemperatureFit`, or `None`.
+        folds_fit: the cross-fitted teachers' joint temperature fit, or `None`.
         teacher_folds: `1` (the paper's teacher) or `k`.
         hidden_layers, units: the MLP.
         seconds: wall time of the search.
@@ -147,9 +147,9 @@ class StudentSearch:
     temperatures: np.ndarray
     val_nll_scaled: np.ndarray
     epochs: np.ndarray
-    teacher_fit: calibration.TemperatureFit
+    teacher_fit: calibration.CalibratorFit
     teacher_logits: np.ndarray
-    folds_fit: calibration.TemperatureFit | None
+    folds_fit: calibration.CalibratorFit | None
     teacher_folds: int
     hidden_layers: int
     units: int
@@ -298,7 +298,7 @@ def search_students(
     first = _train_stage(train, validation, free, None, settings)
     val_logits = vectorised.mlp_logits(first.weights, x_validation)
     estimator = settings.temperature_estimator
-    teacher_fit = calibration.estimate_temperature(val_logits[0], y_validation, estimator=estimator)
+    teacher_fit = fit_calibrator("temperature", val_logits[0], y_validation, estimator=estimator, return_fit=True)[1]
     folds_fit = None
     if teacher_logits is not None:
         teacher_logits = _checked_teacher_logits(teacher_logits, len(y_train), num_classes)
@@ -319,7 +319,7 @@ def search_students(
         epochs_run = np.concatenate([first.epochs, second.epochs])
         val_logits = np.concatenate([val_logits, vectorised.mlp_logits(second.weights, x_validation)])
     labels = np.broadcast_to(y_validation, val_logits.shape[:2])
-    temperatures = calibration.fit_temperatures(val_logits, labels, estimator=estimator)
+    temperatures = temperature._fit_temperatures(val_logits, labels, estimator=estimator)
     return StudentSearch(
         candidates=tuple(candidates),
         weights=weights,

@@ -51,7 +51,6 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.calibration import fit_temperatures  # noqa: F401  (re-exported beside the trainer)
 from keras_ils.experiments.engine import loss_terms
 from keras_ils.experiments.engine.epoch import epoch_function
 from keras_ils.experiments.engine.onednn import whole_epoch_xla
@@ -275,7 +274,6 @@ __all__ = [
     "MLPTraining",
     "TrainedMLPs",
     "epoch_order",
-    "fit_temperatures",
     "initial_weights",
     "layer_sizes",
     "mlp_logits",

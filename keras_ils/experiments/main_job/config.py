@@ -103,7 +103,7 @@ class RunConfig:
         teacher_cache: optional `.npz` path of the teacher-logits cache.
         verbose: Keras `fit` verbosity (0, 1 or 2).
         temperature_estimator: how every `T*` is fitted on validation
-            (`keras_ils.calibration.fit_temperature`): `"map"`, `"mle"` or `"authors"`.
+            (`fit_calibrator("temperature")`'s `estimator`): `"map"`, `"mle"` or `"authors"`.
         teacher_folds: `k >= 2` makes the targets from `k` cross-fitted
             teachers' out-of-fold logits (the vectorised engine only).
         calibrators: keys of `CALIBRATORS` (`"ts"` always gives the

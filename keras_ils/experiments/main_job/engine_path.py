@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from keras_ils import methods
-from keras_ils.calibration import estimate_temperature
+from keras_ils.calibration import fit_calibrator
 from keras_ils.experiments.engine import students, vectorised
 from keras_ils.experiments.main_job.fitting import Setup, scaled, warnings_of
 from keras_ils.experiments.main_job.keras_path import (
@@ -150,7 +150,8 @@ def record_engine_method(setup: Setup, report: Report, found, method: str, valid
             chosen = (model, hyperparameters, extra)
             continue
         with warnings_of(f"{name} + TempS"):
-            fit = estimate_temperature(found.logits(x_val, index), y_val, estimator=setup.config.temperature_estimator)
+            logits, estimator = found.logits(x_val, index), setup.config.temperature_estimator
+            fit = fit_calibrator("temperature", logits, y_val, estimator=estimator, return_fit=True)[1]
         report.record(f"{name} + TempS", fit, scaled(model, fit.temperature), hyperparameters, **extra)
     model, hyperparameters, extra = chosen
     record_calibrated(setup, report, name, model, hyperparameters, **extra)

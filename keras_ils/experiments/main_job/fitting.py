@@ -281,6 +281,6 @@ def warnings_of(row: str):
 
 
 def calibrated(model, setup: Setup, row: str | None = None):
-    """`(model followed by its fitted TemperatureScaling, the TemperatureFit)`; its warnings name `row`."""
+    """`(model followed by its fitted TemperatureScaling, the CalibratorFit)`; its warnings name `row`."""
     with warnings_of(row or f"{model.name} + TempS"), setup.config.strategy.scope():
         return calibrate(model, setup.validation, estimator=setup.config.temperature_estimator, return_fit=True)

@@ -190,7 +190,7 @@ def _single_fit(students, method, loss, train_set, used, callbacks):
 
 
 def teacher_stage(setup: Setup, report: Report, saved_at=None):
-    """The No LS teacher, its rows ("No LS", "No LS + TempS") and its fit: `(calibrated teacher, TemperatureFit)`.
+    """The No LS teacher, its rows ("No LS", "No LS + TempS") and its fit: `(calibrated teacher, CalibratorFit)`.
 
     With `saved_at`, the teacher is loaded from there when it exists (and
     calibrated again: the same fit on the same data gives the same `T*`),

@@ -35,7 +35,7 @@ def as_trained(saved):
 
 
 def row(name, fit, hyperparameters, result):
-    """One table row; `fit` is the row's calibration fit (`TemperatureFit`, `CalibratorFit`) or `None` (as trained)."""
+    """One table row; `fit` is the row's calibration fit (a `CalibratorFit`) or `None` (as trained)."""
     temperature = {"temperature": 1.0, "temperature_status": None, "validation_examples": None}
     if fit is not None:
         temperature = {

@@ -20,10 +20,10 @@ train/validation/test seeds as `keras_ils.experiments.data.datasets.load_synthet
    the package's `temperature` on the calibrated teacher (see
    `keras_ils.targets`: the paper divides raw logits, so our `T = 1` is its
    `T = T*`).
-5. Every model also gets its own temperature (`keras_ils.calibration.fit_temperatures`
-   on validation). Rows without TempS select by the raw validation
-   cross-entropy, rows with TempS by the cross-entropy after scaling, both
-   against hard labels; so the chosen hyperparameters may differ.
+5. Every model also gets its own temperature (temperature scaling's fit of
+   `fit_calibrator("temperature")`, vectorised over models, on validation).
+   Rows without TempS select by the raw validation cross-entropy, rows with
+   TempS by the cross-entropy after scaling, both against hard labels; so the chosen hyperparameters may differ.
 6. Table 1's extra rows: LS with `epsilon` selected on the dense-only or the
    sparse-only part of the validation set.
 7. Table 2 (self-distillation): a student of the same MLP on the training-set

@@ -110,7 +110,7 @@ class ProtocolOptions:
             seed, so that selecting the best of a grid also selects a lucky
             initialisation (more so for larger grids). Package default `True`.
         temperature_estimator: every model's temperature fit,
-            `keras_ils.calibration.fit_temperatures`' `estimator`: `"map"`
+            `fit_calibrator("temperature")`'s `estimator`: `"map"`
             (the package's), `"mle"` (Guo et al., what the tables of
             docs/results/synthetic-protocol.md were made with) or `"authors"`
             (T in [0.8, 3], the paper's code). Package default `"map"`.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from keras_ils import calibration, evaluation
+from keras_ils import evaluation
+from keras_ils.calibration import temperature
 from keras_ils.experiments.data import synthetic
 from keras_ils.experiments.engine import vectorised
 from keras_ils.experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, ROWS, row_key
@@ -105,7 +106,7 @@ def _choose(val, configs, weights, temperature_estimator):
     """Every model's temperature, and each row's `(chosen model, the validation losses it was chosen by)`."""
     val_logits = vectorised.mlp_logits(weights, val.x)
     val_labels = np.broadcast_to(val.y, val_logits.shape[:2])
-    temperatures = calibration.fit_temperatures(val_logits, val_labels, estimator=temperature_estimator)
+    temperatures = temperature._fit_temperatures(val_logits, val_labels, estimator=temperature_estimator)
     raw_loss = _nll(val_logits, val_labels)
     scaled_loss = _nll(val_logits / temperatures[:, None, None], val_labels)
     dense_loss = _nll(val_logits[:, val.dense], val_labels[:, val.dense])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from keras_ils import calibration
+from keras_ils.calibration import temperature
 from keras_ils.experiments.data import synthetic
 from keras_ils.experiments.engine import vectorised
 from keras_ils.experiments.synthetic_protocol.options import ProtocolOptions
@@ -143,7 +143,7 @@ def calibrated_teachers(data, first_stage, models_per_replicate: int, estimator:
     teacher_rows = np.arange(len(data)) * models_per_replicate
     teacher_weights = [(k[teacher_rows], b[teacher_rows]) for k, b in first_stage.weights]
     teacher_val = vectorised.mlp_logits(teacher_weights, np.stack([data[r]["val"].x for r in reps]))
-    teacher_t = calibration.fit_temperatures(
+    teacher_t = temperature._fit_temperatures(
         teacher_val, np.stack([data[r]["val"].y for r in reps]), estimator=estimator
     )
     teacher_train = vectorised.mlp_logits(teacher_weights, np.stack([data[r]["train"].x for r in reps]))
