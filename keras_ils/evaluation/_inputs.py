@@ -15,8 +15,9 @@
 
 Each failure is a `ValueError` naming the argument. The checks read the
 arrays without copying them: the finite check is the minimum and maximum
-(NaN and infinities propagate into them), so a 1,000,000 x 1,000 float32
-set costs a few passes and no temporary of its size.
+(NaN and infinities propagate into them), and probabilities that pass
+`is_distribution` are finite, so a 1,000,000 x 1,000 float32 set costs a
+few passes and no temporary of its size.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from keras_ils._labels import PROBABILITY_TOLERANCE
 __all__ = ["checked_label_rows", "checked_labels", "checked_outputs", "checked_probabilities", "checked_rows"]
 
 
-def _finite(values, name: str, shape: str) -> np.ndarray:
-    """`values` as a finite float array with at least one example of `K >= 2` classes (a view where it can be)."""
+def _array(values, name: str, shape: str) -> np.ndarray:
+    """`values` as a float array with at least one example of `K >= 2` classes (a view where it can be)."""
     values = np.asarray(ops.convert_to_numpy(values) if ops.is_tensor(values) else values)
     if values.dtype.kind not in "biuf":
         raise TypeError(f"Argument `{name}` must hold numbers. Received dtype: {values.dtype}")
@@ -43,14 +44,17 @@ def _finite(values, name: str, shape: str) -> np.ndarray:
             f"Invalid value for argument `{name}`. Expected at least one example of K >= 2 classes, shape {shape}. "
             f"Received: {name} of shape {values.shape}"
         )
-    low, high = values.min(), values.max()  # NaN propagates into both, an infinity into one
+    return values
+
+
+def _check_finite(values, name: str) -> None:
+    low, high = values.min(), values.max()  # NaN propagates into both, an infinity into one: no [n, K] temporary
     if not (np.isfinite(low) and np.isfinite(high)):
         bad = int(np.sum(~np.isfinite(values)))
         raise ValueError(
             f"Invalid value for argument `{name}`. Expected finite values. Received: {name} with {bad} NaN or "
             "infinite values"
         )
-    return values
 
 
 def checked_probabilities(probabilities, name: str = "probabilities") -> np.ndarray:
@@ -65,8 +69,9 @@ def checked_probabilities(probabilities, name: str = "probabilities") -> np.ndar
     ...
     ValueError: Invalid value for argument `probabilities`. Expected probabilities: values in [0, 1] whose rows ...
     """
-    probabilities = _finite(probabilities, name, "[n, K]")
-    if not _outputs.is_distribution(probabilities):
+    probabilities = _array(probabilities, name, "[n, K]")
+    if not _outputs.is_distribution(probabilities):  # never true of NaN or infinities
+        _check_finite(probabilities, name)
         sums = probabilities.sum(axis=-1, dtype=np.float64)
         raise ValueError(
             f"Invalid value for argument `{name}`. Expected probabilities: values in [0, 1] whose rows sum to 1 "
@@ -91,7 +96,8 @@ def checked_outputs(outputs, from_logits: bool, name: str = "outputs") -> np.nda
     """
     if not isinstance(from_logits, (bool, np.bool_)):
         raise TypeError(f"Argument `from_logits` must be True or False. Received: from_logits={from_logits!r}")
-    outputs = _finite(outputs, name, "[..., K]")
+    outputs = _array(outputs, name, "[..., K]")
+    _check_finite(outputs, name)
     _outputs.check_outputs_kind(outputs, bool(from_logits), name=name)
     return outputs.reshape(-1, outputs.shape[-1])
 
