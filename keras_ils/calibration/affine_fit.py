@@ -1,16 +1,28 @@
 """Fitting vector scaling, matrix scaling and Dirichlet calibration on validation outputs: `fit_affine`.
 
-By default the fit is the rule of `keras_ils.calibration.small_data`: the
-maximum a posteriori map under a Gaussian prior centred on temperature
-scaling's map, for each candidate precision by Newton's method (strictly
-convex, a few iterations on these small problems), the precision chosen by
-stratified 5-fold cross-validation on the validation set with the
-one-standard-error rule, and temperature scaling's map where the chosen map
-separates the validation set. ODIR's weights or `prior_precision=0` give the
-plain fit (L-BFGS, `keras_ils.calibration.solvers`). A fit that did not
-converge, whose map separates the validation set or is extreme reports it
-(see `CalibratorFit.status`), and `fit_calibrator` warns: none returns a map
-that overfits in silence.
+By default the fit is the rule of `keras_ils.calibration.small_data`, at
+every size: the maximum a posteriori map under a Gaussian prior centred on
+temperature scaling's map, its precisions chosen on validation folds with
+the one-standard-error rule, and temperature scaling's map where the chosen
+map separates the validation set. For matrix scaling and Dirichlet
+calibration the choice has two stages, as ODIR (Kull et al. 2019) has two
+weights: the diagonal and the bias first (vector scaling's rule on the same
+features), then the off-diagonal's own precision. ODIR's weights or
+`prior_precision=0` give the plain fit. Newton's method solves the problems
+whose Hessian is cheap, L-BFGS the others (`keras_ils.calibration.solvers`);
+the passes over the data are TensorFlow beyond small sizes, on the GPU when
+TensorFlow sees one (`keras_ils.calibration._affine_passes`).
+
+A class with no validation example keeps temperature scaling's map: its
+column of the kernel (its scale) is `beta e_j` and its bias 0, and it takes no
+part in the fit's softmax, whose likelihood is then that of the classes the
+validation set holds. Without that, the likelihood alone drives the class's
+logit down without bound (a vector scaling took a class's mean probability
+from 0.30 to 0.005).
+
+A fit that did not converge, whose map separates the validation set or is
+extreme reports it (see `CalibratorFit.status`), and `fit_calibrator` warns:
+none returns a map that overfits in silence.
 """
 
 from __future__ import annotations
@@ -22,20 +34,13 @@ import numpy as np
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, number_in, odir_refused
-from keras_ils.calibration import small_data
+from keras_ils.calibration import _affine_folds as folds
+from keras_ils.calibration import small_data, solvers
+from keras_ils.calibration._affine_folds import absent_classes, embedded, held, identity, prior, temperature_map
+from keras_ils.calibration._affine_passes import Passes, split
 from keras_ils.calibration.maps import AFFINE_LAYERS, DEFAULT_ODIR
 from keras_ils.calibration.reports import CalibratorFit, message
-from keras_ils.calibration.solvers import (
-    METHODS,
-    Penalty,
-    _calibrated_logits,
-    _diagnosis,
-    _objective,
-    _separates,
-    minimise,
-    newton,
-)
-from keras_ils.calibration.temperature import DEFAULT_PRIOR_SCALE, _estimate
+from keras_ils.calibration.solvers import METHODS, Penalty
 
 __all__ = ["fit_affine"]
 
@@ -67,14 +72,20 @@ def fit_affine(
 
     By default (`prior_precision=None`, no ODIR weights given) the map is
     the maximum a posteriori one under a prior centred on temperature
-    scaling's map, its precision cross-validated
-    (`keras_ils.calibration.small_data`). With ODIR's weights or
-    `prior_precision=0` it is the plain fit: the validation mean NLL (plus
-    ODIR for `"matrix"` and `"dirichlet"`; see `keras_ils.calibration.maps`)
-    minimised by L-BFGS in float64 from the identity map, to a largest
-    gradient entry of `tolerance` within `max_iterations`. Any other
-    `prior_precision` fixes the prior's precision (`math.inf`: temperature
-    scaling's map). `fit_calibrator` documents the arguments and warns.
+    scaling's map, its precisions chosen on validation folds
+    (`keras_ils.calibration.small_data`, which states the folds' time
+    budget). With ODIR's weights or `prior_precision=0` it is the plain
+    fit: the validation mean NLL (plus ODIR for `"matrix"` and
+    `"dirichlet"`; see `keras_ils.calibration.maps`) minimised by L-BFGS
+    from the identity map, to a largest gradient entry of `tolerance` within
+    `max_iterations`. Any other `prior_precision` fixes the prior's
+    precision, the same for every parameter (`math.inf`: temperature
+    scaling's map). A class absent from `labels` keeps temperature scaling's
+    map (the module docstring); the report's `objective` is then that of the
+    other classes' softmax, its `nll` the whole map's. The passes over the
+    data run in TensorFlow beyond small sizes, on the GPU when TensorFlow
+    sees one, under any Keras backend. `fit_calibrator` documents the
+    arguments and warns.
     """
     if method not in METHODS:
         raise invalid("method", f"one of {METHODS}", method)
@@ -105,9 +116,9 @@ def fit_affine(
     elif prior_precision is not None:
         parameters, report = _fixed_prior_fit(method, features, labels, prior_precision, settings)
     else:
-        parameters, report = _validated_fit(method, features, labels, (off_diagonal_l2, intercept_l2), settings)
+        parameters, report = _validated_fit(method, features, labels, settings)
     layer.build((None, k))
-    layer.set_weights([parameters[: k * k].reshape(k, k) if full else parameters[:k], parameters[-k:]])
+    layer.set_weights(list(split(parameters, k, full)))
     return layer, report
 
 
@@ -115,136 +126,24 @@ def _plain_fit(method, features, labels, odir, settings):
     """`(parameters, CalibratorFit)` of the plain fit: L-BFGS on the mean NLL plus ODIR, diagnosed."""
     full, (n, k) = method != "vector", features.shape
     penalty = Penalty(odir[0] / (k * (k - 1)), 0.0, odir[1] / k) if full else Penalty()
-    start = np.concatenate([np.eye(k).ravel() if full else np.ones(k), np.zeros(k)])
-    parameters, value, nll, iterations, converged = minimise(features, labels, full, penalty, start, *settings)
-    status, text = _diagnosis(method, parameters, features, labels, converged, iterations)
+    absent = absent_classes(labels, k)
+    start = identity(k, full)
+    if absent.any():
+        start = held(start, absent, temperature_map(features, labels, full)[1], full)
+    passes = Passes(features, labels, full, absent)
+    parameters, value, _, iterations, converged = solvers.minimise(passes, penalty, start, *settings)
+    status, text = solvers._diagnosis(method, parameters, passes, converged, iterations)
     too_few = small_data.too_few_clause(method, n, k)
     if too_few:
         status = "few_examples" if status == "fitted" else status
         text = message(method, [f"{too_few}; the plain fit was asked for", _clause(method, text)])
+    nll = float(np.mean(passes.nll_each(parameters)))
     return parameters, CalibratorFit(method, status, n, nll, value, iterations, text)
 
 
 def _clause(method, text):
     """A diagnosis' text without its `Calibrator fit (method): ` prefix and final stop, to join with others."""
     return text[len(f"Calibrator fit ({method}): ") :].rstrip(".") if text else None
-
-
-def _temperature_map(features, labels, full):
-    """`(parameters of temperature scaling's maximum a posteriori map beta * I, beta)` on these features."""
-    k = features.shape[1]
-    beta = 1.0 / _estimate(features, labels, "map", DEFAULT_PRIOR_SCALE, None).temperature
-    return np.concatenate([beta * np.eye(k).ravel() if full else np.full(k, beta), np.zeros(k)]), beta
-
-
-def _prior(precision, num_examples, beta):
-    """The penalty of the prior `N(beta * I, 1 / precision)` on every parameter, per example (the mean NLL's scale)."""
-    weight = 0.0 if math.isinf(precision) else precision / (2.0 * num_examples)
-    return Penalty(weight, weight, weight, beta)
-
-
-def _prior_path(features, labels, full, settings, precisions=small_data.PRIOR_PRECISIONS):
-    """`(parameters, beta, iterations, converged)` for each of `precisions`, most regularised first.
-
-    Temperature scaling's map (an infinite precision) first; each finite
-    precision's fit is Newton's method from the previous one's map.
-    """
-    parameters, beta = _temperature_map(features, labels, full)
-    for precision in precisions:
-        iterations, converged = 0, True
-        if not math.isinf(precision):
-            penalty = _prior(precision, len(labels), beta)
-            parameters, iterations, converged = newton(features, labels, full, penalty, parameters, *settings)
-        yield parameters, beta, iterations, converged
-
-
-def _nll_each(parameters, features, labels, full):
-    """Each example's NLL under the map, `[n]`."""
-    logits = _calibrated_logits(parameters, features, full)
-    top = logits.max(axis=1)
-    log_normaliser = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
-    return log_normaliser - logits[np.arange(len(labels)), labels]
-
-
-def _not_cross_validated(method, n, k) -> str | None:
-    """Why the prior's precision is not cross-validated on `n` examples of `k` classes, or `None`."""
-    parameters = small_data.parameter_count(method, k)
-    work = n * parameters**2
-    if n < 2:
-        return "one example leaves none to hold out"
-    if work > small_data.MAX_CROSS_VALIDATION_WORK:
-        return (
-            f"a prior for {parameters} parameters is not cross-validated on {n} examples (n P^2 = {work:.3g}, beyond "
-            f"the {small_data.MAX_CROSS_VALIDATION_WORK:.0e} that Newton's method is given)"
-        )
-    return None
-
-
-def _cross_validated_choice(method, features, labels, settings) -> int:
-    """The index in `PRIOR_PRECISIONS` that stratified cross-validation chooses (one-standard-error rule)."""
-    full, n = method != "vector", len(labels)
-    folds = small_data.stratified_folds(labels)
-    losses = np.zeros((len(small_data.PRIOR_PRECISIONS), n))
-    for fold in range(folds.max() + 1):
-        train, test = folds != fold, folds == fold
-        for c, (parameters, *_) in enumerate(_prior_path(features[train], labels[train], full, settings)):
-            losses[c, test] = _nll_each(parameters, features[test], labels[test], full)
-    return small_data.one_standard_error_choice(losses)
-
-
-def _validated_fit(method, features, labels, odir, settings):
-    """`(parameters, CalibratorFit)` of the default rule: the prior's precision chosen by cross-validation.
-
-    Where cross-validation would cost too much and the examples are enough
-    for the plain fit, the plain fit; either way, a map that separates the
-    validation set is replaced by temperature scaling's map.
-    """
-    full, (n, k) = method != "vector", features.shape
-    too_few = small_data.too_few_clause(method, n, k)
-    not_cross_validated = _not_cross_validated(method, n, k)
-    if not_cross_validated and not too_few:
-        parameters, report = _plain_fit(method, features, labels, odir, settings)
-        if not _separates(parameters, features, labels, full):
-            return parameters, report
-        precision, replaced = 0.0, True  # the plain fit, separating
-    else:
-        chosen = 0 if not_cross_validated else _cross_validated_choice(method, features, labels, settings)
-        path = _prior_path(features, labels, full, settings, small_data.PRIOR_PRECISIONS[: chosen + 1])
-        *_, (parameters, beta, *solver) = path
-        precision = small_data.PRIOR_PRECISIONS[chosen]
-        replaced = not math.isinf(precision) and _separates(parameters, features, labels, full)
-    if replaced:  # the report is temperature scaling's map's: no iterations of the discarded fit
-        parameters, beta = _temperature_map(features, labels, full)
-        solver = (0, True)
-    choice = _choice_clause(n, precision, beta, not_cross_validated, replaced)
-    clauses = [too_few, choice] if too_few or replaced else []
-    fitted = (parameters, beta, math.inf if replaced else precision)
-    return parameters, _prior_report(method, features, labels, fitted, solver, clauses)
-
-
-def _choice_clause(n, precision, beta, not_cross_validated, replaced) -> str:
-    """What the default rule chose, and why, as a warning's clause."""
-    cross_validation = f"{min(small_data.NUM_FOLDS, n)}-fold cross-validation on them (one-standard-error rule)"
-    temperature = f"temperature scaling's map (T = {1.0 / beta:.4g}, its maximum a posteriori fit)"
-    if not_cross_validated and replaced:
-        return (
-            f"{not_cross_validated}, and the plain fit classifies all {n} validation examples correctly, so nothing "
-            f"bounds its sharpness; the map is {temperature}, which keeps the model's decisions"
-        )
-    if not_cross_validated:
-        return f"the map is {temperature}: {not_cross_validated}"
-    if replaced:
-        return (
-            f"{cross_validation} chose the prior's precision {precision:g}, whose map classifies all {n} validation "
-            f"examples correctly, so no held-out example bounds its sharpness; the map is {temperature}, which keeps "
-            "the model's decisions"
-        )
-    if math.isinf(precision):
-        return f"{cross_validation} chose {temperature} over every less regularised map, so that is the map"
-    return (
-        "the map is the maximum a posteriori one under a Gaussian prior centred on temperature scaling's map "
-        f"(T = {1.0 / beta:.4g}) with precision {precision:g}, chosen by {cross_validation}"
-    )
 
 
 def _fixed_prior_fit(method, features, labels, precision, settings):
@@ -254,30 +153,124 @@ def _fixed_prior_fit(method, features, labels, precision, settings):
     examples, or a map that separates the validation set, warns.
     """
     full, (n, k) = method != "vector", features.shape
-    path = _prior_path(features, labels, full, settings, (math.inf, precision))
-    *_, (parameters, beta, iterations, converged) = path
+    passes = Passes(features, labels, full, absent_classes(labels, k))
+    parameters, beta = temperature_map(features, labels, full)
+    iterations, converged = 0, True
+    if not math.isinf(precision):
+        parameters, iterations, converged = solvers.solve(passes, prior(precision, n, beta), parameters, *settings)
     clauses = []
     too_few = small_data.too_few_clause(method, n, k)
     if too_few:
         clauses.append(f"{too_few}; the prior's precision {precision:g} is the one given (`prior_precision`)")
-    if not math.isinf(precision) and _separates(parameters, features, labels, full):
+    if not math.isinf(precision) and passes.separates(parameters):
         clauses.append(
             f"the map classifies all {n} validation examples correctly, so only the prior's precision {precision:g} "
             "bounds its sharpness and its probabilities may be over-confident (`prior_precision=None` "
             "cross-validates the precision and replaces such a map by temperature scaling's)"
         )
-    return parameters, _prior_report(method, features, labels, (parameters, beta, precision), (iterations, converged),
-                                     clauses)  # fmt: skip
+    fitted = (parameters, prior(precision, n, beta), precision)
+    return parameters, _prior_report(method, passes, fitted, (iterations, converged), clauses)
 
 
-def _prior_report(method, features, labels, fitted, solver, clauses):
+def _prior_report(method, passes, fitted, solver, clauses):
     """The `CalibratorFit` of a map fitted under the prior: status `"temperature"` or `"regularised"`."""
-    (parameters, beta, precision), (iterations, converged) = fitted, solver
-    full, n = method != "vector", len(labels)
+    (parameters, penalty, precision), (iterations, converged) = fitted, solver
     status = "temperature" if math.isinf(precision) else "regularised"
     if not converged:
         status = "not_converged"
-        clauses = [*clauses, f"Newton's method did not converge in {iterations} iterations"]
-    value = _objective(parameters, features, labels, full, _prior(precision, n, beta))[0]
-    nll = float(np.mean(_nll_each(parameters, features, labels, full)))
+        clauses = [*clauses, f"the solver did not converge in {iterations} iterations"]
+    value = solvers.objective(passes, penalty)(parameters)[0]
+    nll = float(np.mean(passes.nll_each(parameters)))
+    n = len(passes.labels)
     return CalibratorFit(method, status, n, nll, float(value), iterations, message(method, clauses), precision)
+
+
+def _validated_fit(method, features, labels, settings):
+    """`(parameters, CalibratorFit)` of the default rule: the prior's precisions chosen on validation folds.
+
+    A chosen map that separates the validation set is replaced by
+    temperature scaling's map; so is every map fitted on one example.
+    """
+    full, (n, k) = method != "vector", features.shape
+    absent = absent_classes(labels, k)
+    passes = Passes(features, labels, full, absent)
+    if n < 2:
+        parameters, beta = temperature_map(features, labels, full)
+        penalty, choice, solver = prior(math.inf, n, beta), (math.inf, None, None), (0, True)
+    else:
+        parameters, penalty, choice, solver = _chosen_map(passes, settings)
+    replaced = not math.isinf(choice[0]) and passes.separates(parameters)
+    if replaced:  # the report is temperature scaling's map's: no iterations of the discarded fit
+        parameters, beta = temperature_map(features, labels, full)
+        penalty, solver = prior(math.inf, n, beta), (0, True)
+    too_few = small_data.too_few_clause(method, n, k)
+    clause = _choice_clause(n, choice, penalty.centre, replaced)
+    clauses = [too_few, clause] if too_few or replaced or choice[2] == "budget" else []
+    fitted = (parameters, penalty, math.inf if replaced else choice[0])
+    return parameters, _prior_report(method, passes, fitted, solver, clauses)
+
+
+def _chosen_map(passes, settings):
+    """The default rule's map on all of `passes`: `(parameters, penalty, choice, (iterations, converged))`.
+
+    `choice` is `(diagonal precision, off-diagonal precision or None,
+    why a stage's walk stopped early or None)`; each stage's choice is the
+    folds' (`_affine_folds`), and its map is refitted on every example from
+    the first fold's.
+    """
+    features, labels, absent, full = passes.features, passes.labels, passes.absent_mask, passes.full
+    n, k = features.shape
+    budget = folds.Budget(small_data.CROSS_VALIDATION_WORK)
+    chosen, fold_maps, stopped = folds.choose_diagonal(features, labels, settings, budget)
+    precision = small_data.PRIOR_PRECISIONS[chosen]
+    diagonal = Passes(features, labels, False, absent) if full else passes
+    parameters, beta = temperature_map(features, labels, False)
+    penalty, iterations, converged = prior(precision, n, beta), 0, True
+    if not math.isinf(precision):
+        start = held(fold_maps[0][0], absent, beta, False)
+        parameters, iterations, converged = solvers.solve(diagonal, penalty, start, *settings)
+    if not full or math.isinf(precision):
+        parameters = embedded(parameters, k) if full else parameters
+        return parameters, penalty, (precision, None, stopped), (iterations, converged)
+    chosen, fold_maps, stopped = folds.choose_off_diagonal(features, labels, (precision, fold_maps), settings, budget)
+    off_diagonal = small_data.PRIOR_PRECISIONS[chosen]
+    penalty, parameters = prior(precision, n, beta, off_diagonal), embedded(parameters, k)
+    if not math.isinf(off_diagonal):
+        start = held(fold_maps[0][0], absent, beta, True)
+        parameters, more, done = solvers.solve(passes, penalty, start, *settings)
+        iterations, converged = iterations + more, converged and done
+    return parameters, penalty, (precision, off_diagonal, stopped), (iterations, converged)
+
+
+def _cross_validation(n) -> str:
+    """How the folds held examples out, as a clause's words."""
+    if n >= small_data.ONE_FOLD_EXAMPLES:
+        return f"one held-out fold of {small_data.NUM_FOLDS} (its {n} examples' fifth; one-standard-error rule)"
+    return f"{min(small_data.NUM_FOLDS, n)}-fold cross-validation on them (one-standard-error rule)"
+
+
+def _choice_clause(n, choice, beta, replaced) -> str:
+    """What the default rule chose, and why, as a warning's clause."""
+    precision, off_diagonal, stopped = choice
+    temperature = f"temperature scaling's map (T = {1.0 / beta:.4g}, its maximum a posteriori fit)"
+    if n < 2:
+        return f"the map is {temperature}: one example leaves none to hold out"
+    budget = (
+        f"; the folds' budget ({small_data.CROSS_VALIDATION_WORK:.0e} examples x parameters over their passes, "
+        "`small_data.CROSS_VALIDATION_WORK`) ended the search there, so less regularised maps were not tried"
+        if stopped == "budget"
+        else ""
+    )
+    if replaced:
+        return (
+            f"{_cross_validation(n)} chose the prior's precision {precision:g}, whose map classifies all {n} "
+            f"validation examples correctly, so no held-out example bounds its sharpness; the map is {temperature}, "
+            f"which keeps the model's decisions{budget}"
+        )
+    if math.isinf(precision):
+        return f"{_cross_validation(n)} chose {temperature} over every less regularised map, so that is the map{budget}"
+    off = "" if off_diagonal is None else f" (off-diagonal entries: precision {off_diagonal:g}, centred on 0)"
+    return (
+        "the map is the maximum a posteriori one under a Gaussian prior centred on temperature scaling's map "
+        f"(T = {1.0 / beta:.4g}) with precision {precision:g}{off}, chosen by {_cross_validation(n)}{budget}"
+    )

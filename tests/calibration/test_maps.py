@@ -343,7 +343,7 @@ class TestBadInput:
             fit_calibrator("vector", outputs, labels)
 
     def test_logits_passed_as_probabilities(self):
-        with pytest.raises(ValueError, match="Invalid value for argument `y_pred`"):
+        with pytest.raises(ValueError, match="Invalid value for argument `(outputs|y_pred)`"):
             fit_calibrator("dirichlet", np.array([[2.0, -1.0], [0.5, 0.1]]), [0, 1], from_logits=False)
 
 

@@ -29,6 +29,7 @@ from keras_ils.calibration import (
     fit_temperature,
     solvers,
 )
+from keras_ils.calibration._affine_passes import Passes
 from keras_ils.calibration.one_vs_rest import PRIOR_EXAMPLES_PER_CLASS as PRIORS
 from keras_ils.calibration.small_data import PRIOR_PRECISIONS
 
@@ -274,29 +275,36 @@ class TestAffineRule:
         full, weight = method != "vector", 3.0 / 80  # precision 3 on 40 examples, centred on 0.7 * identity
         start = np.concatenate([np.eye(4).ravel() if full else np.ones(4), np.zeros(4)])
         penalty = solvers.Penalty(weight, weight, weight, 0.7)
-        got, iterations, converged = solvers.newton(features, labels, full, penalty, start, 100, 1e-10)
+        passes = Passes(features, labels, full)
+        got, iterations, converged = solvers.newton(passes, penalty, start, 100, 1e-10)
         assert converged and iterations <= 20  # Newton's method with an exact Hessian: a few steps
         want = _scipy_map_fit(method, logits, labels, (weight, weight, weight, 0.7))
         np.testing.assert_allclose(got, want, atol=1e-4)
 
-    def test_too_costly_or_single_examples_are_temperature_scaling(self):
-        logits, labels = _draw(np.random.default_rng(5), 1000, 1.0, 2.0, k=12)  # n P^2 = 1000 * 156^2 > 2e7
-        _, fit = _quiet_fit("matrix", logits, labels)
-        assert fit.status == "temperature" and "is not cross-validated on 1000 examples" in fit.warning
-        _, fit = _quiet_fit("dirichlet", logits[:1], labels[:1])
+    def test_a_single_example_is_temperature_scaling(self):
+        logits, labels = _draw(np.random.default_rng(5), 1, 1.0, 2.0, k=12)
+        _, fit = _quiet_fit("dirichlet", logits, labels)
         assert fit.status == "temperature" and "one example leaves none to hold out" in fit.warning
 
-    def test_beyond_the_cost_of_cross_validation_a_separating_plain_fit_is_temperature_scaling(self):
-        # 10 classes, 1,700 examples: n P^2 = 1700 * 110^2 > 2e7, and 15 examples per parameter (the plain fit's
-        # size); a network right on every validation example, so the plain matrix map separates them
+    def test_no_cost_cap_a_large_map_is_cross_validated(self):
+        # 12 classes, 1000 examples: n P^2 = 1000 * 156^2 > 2e7 took temperature scaling's map without
+        # cross-validation before; the folds now choose (L-BFGS), and the warning says only that 1000 examples are
+        # fewer than 10 per parameter
+        logits, labels = _draw(np.random.default_rng(5), 1000, 1.0, 2.0, k=12)
+        _, fit = _quiet_fit("matrix", logits, labels)
+        assert "not cross-validated" not in fit.warning and "5-fold cross-validation" in fit.warning
+        assert fit.status in ("regularised", "temperature") and fit.prior_precision in PRIOR_PRECISIONS
+
+    def test_a_validation_set_the_network_gets_right_is_temperature_scaling(self):
+        # 10 classes, 1,700 examples, a network right on every one: the plain matrix map separates them and
+        # diverges; the folds, whose held-out examples are all right too, choose temperature scaling's map
         rng = np.random.default_rng(6)
         labels = np.arange(1700) % 10
         logits = 4.0 * np.eye(10)[labels] + rng.normal(size=(1700, 10))
         logits[labels != logits.argmax(axis=1), labels[labels != logits.argmax(axis=1)]] += 10.0
         _, plain = _quiet_fit("matrix", logits, labels, prior_precision=0)
         assert plain.status in ("separated", "extreme", "not_converged")  # the premise: the plain map diverges
-        with pytest.warns(CalibratorFitWarning, match="and the plain fit classifies all 1700 validation examples"):
-            layer, fit = fit_calibrator("matrix", logits, labels, return_fit=True)
+        layer, fit = _quiet_fit("matrix", logits, labels)
         assert fit.status == "temperature" and fit.prior_precision == math.inf
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -1,0 +1,193 @@
+"""The affine maps' data term: the validation mean NLL and its analytic gradient, one pass over the features.
+
+For calibrated logits `z = x @ W + b` (matrix scaling, Dirichlet
+calibration) or `z = x * s + b` (vector scaling) of `n` examples, with `p`
+their softmax and `Y` the one-hot labels (softmax regression):
+
+```
+nll = mean_i (logsumexp(z_i) - z_i[y_i])
+dW  = x^T (p - Y) / n        ds = sum_i x_i * (p_i - Y_i) / n        db = sum_i (p_i - Y_i) / n
+```
+
+A class in `absent` (no fitting example) takes no part in the softmax: its
+logit is dropped, so its parameters get no gradient and stay where the fit
+put them (`keras_ils.calibration.affine_fit` holds them at temperature
+scaling's map).
+
+Where the pass runs: it costs about `n P` multiply-adds for `P` parameters.
+Beyond `NUMPY_MAX_WORK` it is TensorFlow (a core dependency of the package,
+so it runs where TensorFlow places it: on the GPU when it sees one, under any
+Keras backend); below, NumPy, because a TensorFlow call costs about a
+millisecond of dispatch, 10-30 times a NumPy pass on the small-data rule's
+problems (tens to thousands of examples, hundreds of passes per fit).
+Features of more than `FLOAT64_MAX_ENTRIES` entries are float32 (the
+products, the softmax), with float64 sums over the examples (the NLL, the
+bias's and the scale's gradients); smaller ones are float64 throughout, so
+a fit there reaches a gradient of `1e-8`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+__all__ = ["FLOAT64_MAX_ENTRIES", "NUMPY_MAX_WORK", "Passes", "split"]
+
+NUMPY_MAX_WORK = 1e6  # n * P at most: the pass is NumPy's (TensorFlow's dispatch would cost more than the pass)
+FLOAT64_MAX_ENTRIES = 1 << 22  # n * K at most: the features stay float64 (about 4 million entries, 32 MiB)
+
+
+def split(parameters, k: int, full: bool):
+    """`(kernel [K, K] or scale [K], bias [K])` of a flat parameter vector (kernel or scale first)."""
+    weights, bias = parameters[: k * k if full else k], parameters[k * k if full else k :]
+    return (weights.reshape(k, k) if full else weights), bias
+
+
+class Passes:
+    """The fitting data of an affine map, where its passes run: `passes(parameters) -> (mean NLL, gradient)`.
+
+    Args:
+        features: `[n, K]` float64 features the map reads (logits, or
+            log-probabilities for Dirichlet calibration).
+        labels: `[n]` int labels.
+        full: a kernel `[K, K]` (matrix, Dirichlet), else a scale `[K]`.
+        absent: `[K]` bool, the classes left out of the fit's softmax, or
+            `None` (every class takes part).
+    """
+
+    def __init__(self, features, labels, full: bool, absent=None):
+        self.features, self.labels, self.full = features, np.asarray(labels), full
+        n, k = features.shape
+        self.absent = absent if absent is not None and absent.any() else None
+        self.absent_mask = np.zeros(k, bool) if self.absent is None else self.absent
+        self.work = n * (k * k + k if full else 2 * k)
+        self.resolution = 1e-13  # the objective's relative rounding (float64: a sum of n terms)
+        self._tensors = None
+        if self.work > NUMPY_MAX_WORK:
+            import tensorflow as tf
+
+            dtype = "float64" if n * k <= FLOAT64_MAX_ENTRIES else "float32"
+            self.resolution = 1e-13 if dtype == "float64" else 1e-7
+            labels, absent = tf.constant(self.labels, tf.int32), tf.constant(self.absent_mask)
+            self._tensors = (tf.constant(features, dtype), labels, absent)
+
+    def _run(self, function, tensors, weights, bias):
+        """`function(full, dtype)`'s `tf.function` called on `tensors` and the parameters."""
+        return function(self.full, tensors[0].dtype.name)(*tensors, weights, bias)
+
+    def subset(self, rows, absent=None) -> Passes:
+        """The passes over `features[rows]`, with the classes `absent` left out."""
+        return Passes(self.features[rows], self.labels[rows], self.full, absent)
+
+    def __call__(self, parameters):
+        """`(mean NLL, gradient [P])` of the map `parameters`, float64, the `absent` classes left out."""
+        k = self.features.shape[1]
+        weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
+        if self._tensors is not None:
+            nll, grad_weights, grad_bias = self._run(_tensorflow_pass, self._tensors, weights, bias)
+            return float(nll), np.concatenate([grad_weights.numpy().ravel(), grad_bias.numpy()])
+        logits = _logits(self.features, weights, bias, self.full, self.absent)
+        top = logits.max(axis=1, keepdims=True)
+        exponentials = np.exp(logits - top)
+        normaliser = exponentials.sum(axis=1, keepdims=True)
+        rows = np.arange(len(self.labels))
+        nll = float(np.mean(np.log(normaliser[:, 0]) + top[:, 0] - logits[rows, self.labels]))
+        residual = exponentials / normaliser
+        residual[rows, self.labels] -= 1.0
+        residual /= len(self.labels)
+        grad_weights = self.features.T @ residual if self.full else (self.features * residual).sum(axis=0)
+        return nll, np.concatenate([grad_weights.ravel(), residual.sum(axis=0)])
+
+    def nll_each(self, parameters) -> np.ndarray:
+        """Each example's NLL under the whole map (every class in the softmax), `[n]` float64."""
+        k = self.features.shape[1]
+        weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
+        if self._tensors is not None:
+            return self._run(_tensorflow_nll_each, self._tensors[:2], weights, bias).numpy()
+        logits = _logits(self.features, weights, bias, self.full, None)
+        top = logits.max(axis=1)
+        log_normaliser = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+        return log_normaliser - logits[np.arange(len(self.labels)), self.labels]
+
+    def separates(self, parameters) -> bool:
+        """Whether the whole map classifies every example correctly (its NLL then keeps falling as it sharpens)."""
+        k = self.features.shape[1]
+        weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
+        if self._tensors is not None:
+            return bool(self._run(_tensorflow_separates, self._tensors[:2], weights, bias))
+        return bool(np.all(_logits(self.features, weights, bias, self.full, None).argmax(axis=1) == self.labels))
+
+    def probabilities(self, parameters, rows=slice(None)) -> np.ndarray:
+        """The map's softmax over the classes in the fit (the `absent` ones 0) on `rows`, `[n, K]` float64 (NumPy)."""
+        k = self.features.shape[1]
+        weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
+        logits = _logits(self.features[rows], weights, bias, self.full, self.absent)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
+
+
+def _logits(features, weights, bias, full, absent):
+    """NumPy's calibrated logits, `-inf` for the `absent` classes."""
+    logits = (features @ weights if full else features * weights) + bias
+    return logits if absent is None else np.where(absent, -np.inf, logits)
+
+
+def _calibrated(tf, features, weights, bias, full):
+    """TensorFlow's calibrated logits in the features' dtype (the parameters arrive float64)."""
+    weights, bias = tf.cast(weights, features.dtype), tf.cast(bias, features.dtype)
+    return (tf.matmul(features, weights) if full else features * weights) + bias
+
+
+def _signature(tf, full, dtype, with_absent):
+    """The passes' `input_signature`: features, labels, [absent,] weights, bias (any n and K: one trace)."""
+    tensors = [tf.TensorSpec([None, None], dtype), tf.TensorSpec([None], tf.int32)]
+    tensors += [tf.TensorSpec([None], tf.bool)] if with_absent else []
+    return tensors + [tf.TensorSpec([None, None] if full else [None], tf.float64), tf.TensorSpec([None], tf.float64)]
+
+
+@functools.cache
+def _tensorflow_pass(full: bool, dtype: str):
+    """The `tf.function` of `Passes.__call__`: `(mean NLL, gradient of the weights, gradient of the bias)`."""
+    import tensorflow as tf
+
+    def value_and_gradient(features, labels, absent, weights, bias):
+        logits = _calibrated(tf, features, weights, bias, full)
+        logits = tf.where(absent, tf.constant(-np.inf, logits.dtype), logits)
+        log_normaliser = tf.reduce_logsumexp(logits, axis=1)
+        true = tf.gather(logits, labels, batch_dims=1)
+        count = tf.cast(tf.shape(labels)[0], tf.float64)
+        nll = tf.reduce_sum(tf.cast(log_normaliser - true, tf.float64)) / count
+        one_hot = tf.one_hot(labels, tf.shape(logits)[1], dtype=logits.dtype)
+        residual = tf.exp(logits - log_normaliser[:, None]) - one_hot
+        if full:
+            grad_weights = tf.cast(tf.matmul(features, residual, transpose_a=True), tf.float64) / count
+        else:
+            grad_weights = tf.reduce_sum(tf.cast(features * residual, tf.float64), axis=0) / count
+        return nll, grad_weights, tf.reduce_sum(tf.cast(residual, tf.float64), axis=0) / count
+
+    return tf.function(value_and_gradient, input_signature=_signature(tf, full, dtype, True), reduce_retracing=True)
+
+
+@functools.cache
+def _tensorflow_nll_each(full: bool, dtype: str):
+    """The `tf.function` of `Passes.nll_each`."""
+    import tensorflow as tf
+
+    def nll_each(features, labels, weights, bias):
+        logits = _calibrated(tf, features, weights, bias, full)
+        return tf.cast(tf.reduce_logsumexp(logits, axis=1) - tf.gather(logits, labels, batch_dims=1), tf.float64)
+
+    return tf.function(nll_each, input_signature=_signature(tf, full, dtype, False), reduce_retracing=True)
+
+
+@functools.cache
+def _tensorflow_separates(full: bool, dtype: str):
+    """The `tf.function` of `Passes.separates`."""
+    import tensorflow as tf
+
+    def separates(features, labels, weights, bias):
+        predicted = tf.argmax(_calibrated(tf, features, weights, bias, full), axis=1, output_type=tf.int32)
+        return tf.reduce_all(predicted == labels)
+
+    return tf.function(separates, input_signature=_signature(tf, full, dtype, False), reduce_retracing=True)
