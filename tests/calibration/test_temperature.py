@@ -88,7 +88,7 @@ class TestFit:
         labels = np.arange(85) % 3
         margins = np.where(np.arange(85) < 5, 3.0, 0.05)[:, None]
         logits = np.where(np.eye(3)[labels] > 0, 0.0, -margins)
-        grid = np.exp(np.linspace(np.log(0.01), np.log(100), 4001))
+        grid = np.exp(np.linspace(np.log(0.01), np.log(100), 1001))
         values = np.array([_map_objective(t, logits, labels, 0.3) for t in grid])
         minima = grid[1:-1][(values[1:-1] < values[:-2]) & (values[1:-1] < values[2:])]
         assert len(minima) == 2 and grid[np.argmin(values)] == minima[1]  # the case is what it says
