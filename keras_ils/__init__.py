@@ -22,7 +22,6 @@ from keras_ils.calibration import (
     HistogramBinning,
     IsotonicCalibration,
     MatrixScaling,
-    TemperatureFit,
     TemperatureFitWarning,
     TemperatureScaling,
     VectorScaling,
@@ -55,6 +54,8 @@ _LAZY_MODULES = ("tuning",)  # they import KerasTuner
 def __getattr__(name):
     if name in _LAZY_MODULES:
         return importlib.import_module(f"keras_ils.{name}")
+    if name == "TemperatureFit":  # deprecated: warns, and returns `CalibratorFit`
+        return calibration.TemperatureFit
     raise AttributeError(f"module 'keras_ils' has no attribute {name!r}")
 
 
@@ -76,7 +77,6 @@ __all__ = [
     "OnlineTeacher",
     "StaleCacheError",
     "TeacherLogits",
-    "TemperatureFit",
     "TemperatureFitWarning",
     "TemperatureScaling",
     "VectorScaling",
