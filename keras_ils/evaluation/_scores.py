@@ -141,7 +141,10 @@ def scores(outputs, labels, *, from_logits: bool = True, num_bins: int = 15) -> 
     Args:
         outputs: `[..., K]` logits, or probabilities with `from_logits=False`.
         labels: the true classes.
-        from_logits: whether `outputs` are logits. Defaults to `True`.
+        from_logits: whether `outputs` are logits; a declaration that the
+            values contradict (every row a distribution declared as logits,
+            values outside [0, 1] declared as probabilities) is refused with
+            the fix. Defaults to `True`.
         num_bins: bins of the calibration errors. Defaults to `15`.
 
     Returns:
@@ -259,7 +262,9 @@ def evaluate_outputs(
     """`evaluate` for predictions already made: `{"all": {...}, group: {...}}` with counts.
 
     The arguments after `outputs` and `labels` are `evaluate`'s (`confidence`
-    adds bootstrap intervals).
+    adds bootstrap intervals), but arrays carry no model to read:
+    `from_logits` defaults to `True` and is checked against the values, as
+    in `scores`.
 
     Example:
 
@@ -389,7 +394,8 @@ def paired_difference(
             `from_logits=False`).
         outputs_b: model B's, for the same examples in the same order.
         labels: the true classes, any `y_true` form.
-        from_logits: whether the outputs are logits. Defaults to `True`.
+        from_logits: whether the outputs are logits, checked against them as
+            in `scores`. Defaults to `True`.
         confidence: the interval's coverage, in `(0, 1)`. Defaults to `0.95`.
         bootstrap: resamples, `>= 1`. Defaults to `1000`.
         seed: the resampling generator's seed, `>= 0`. Defaults to `0`.
