@@ -74,6 +74,9 @@ def ref_ols(y, z, alpha=0.5):
     return alpha * _ce(y, z) + (1 - alpha) * _ce(np.full_like(y, 1 / k), z)
 
 
+# OLS's loss used without its callback warns (tested in test_online.py); here it is used so on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::keras_ils.losses.OnlineLabelSmoothingWarning")
+
 K = 4
 CASES = {
     "focal": (lambda **kw: FocalLoss(gamma=2.0, **kw), lambda y, z: ref_focal(y, z, 2.0)),
