@@ -28,8 +28,9 @@ def calibrate(
     The calibrated model takes `model`'s inputs (one plain tensor for a
     one-input model, so `calibrated.export(...)` serves a plain tensor), and
     its calibration layer computes in float32 under any dtype policy. The
-    fit's warning (a `TemperatureFitWarning` or `CalibratorFitWarning`) is
-    issued in the caller's name.
+    fit's warning (a `keras_ils.calibration.CalibratorFitWarning`; for
+    temperature scaling its subclass `TemperatureFitWarning`) is issued in
+    the caller's name.
 
     Args:
         model: a trained Keras classifier.
@@ -53,9 +54,9 @@ def calibrate(
             An explicit `True` or `False` that the validation outputs
             contradict is refused with a `ValueError` that states the fix.
             Defaults to `None`.
-        return_fit: also return the fit's report: a `TemperatureFit` (status,
-            example count, unregularised optimum) or a
-            `keras_ils.calibration.CalibratorFit`. Defaults to `False`.
+        return_fit: also return the fit's report, a
+            `keras_ils.calibration.CalibratorFit` (status, example count,
+            validation NLL). Defaults to `False`.
         **options: the method's options, as in `fit_calibrator`: for example
             `estimator`, `prior_scale` and `bounds` of the temperature fit
             (`"temperature"`, `"ensemble_temperature"`; the MAP fit by
