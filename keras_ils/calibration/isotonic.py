@@ -111,8 +111,8 @@ class IsotonicCalibration(OneVsRestCalibration):
         x = ops.clip(probabilities, thresholds[:, 0], thresholds[:, -1])
         # scipy's interp1d: the segment [t[i-1], t[i]] with i the count of thresholds below x, within [1, M-1]
         upper = ops.clip(count_below(thresholds, x), 1, self.num_thresholds - 1)
-        low_t, high_t = gather_per_class(thresholds, upper - 1), gather_per_class(thresholds, upper)
-        low_v, high_v = gather_per_class(values, upper - 1), gather_per_class(values, upper)
+        segments = ops.stack([thresholds[:, :-1], values[:, :-1], thresholds[:, 1:], values[:, 1:]], axis=-1)
+        low_t, low_v, high_t, high_v = ops.unstack(gather_per_class(segments, upper - 1), axis=-1)  # one gather
         width = high_t - low_t
         slope = (high_v - low_v) / ops.where(width > 0, width, 1.0)
         return ops.where(width > 0, low_v + slope * (x - low_t), low_v)

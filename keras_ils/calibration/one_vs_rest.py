@@ -123,10 +123,14 @@ def cross_validated_model_weight(held_out_map, probabilities: np.ndarray, labels
     losses = np.zeros((len(PRIOR_EXAMPLES_PER_CLASS), n))
     for fold in range(folds.max() + 1):
         train, test = folds != fold, folds == fold
-        values = held_out_map(probabilities[:, train], labels[train], probabilities[:, test])
+        train_probabilities, test_probabilities = (
+            np.compress(train, probabilities, 1),
+            np.compress(test, probabilities, 1),
+        )
+        values = held_out_map(train_probabilities, labels[train], test_probabilities)  # class-major, C-ordered
         for c, prior_examples in enumerate(PRIOR_EXAMPLES_PER_CLASS):
             floor, model_weight = fitting_settings(int(train.sum()), num_classes, True, prior_examples)
-            losses[c, test] = label_losses(values, probabilities[:, test], labels[test], floor, model_weight)
+            losses[c, test] = label_losses(values, test_probabilities, labels[test], floor, model_weight)
     return PRIOR_EXAMPLES_PER_CLASS[small_data.one_standard_error_choice(losses)]
 
 
@@ -152,8 +156,10 @@ def fitting_probabilities(outputs, labels, from_logits: bool, name: str = "outpu
 
 
 def sorted_per_class(probabilities) -> np.ndarray:
-    """Each class's probabilities in increasing order: `[K, n]` class-major in, a sorted copy out."""
-    return np.sort(probabilities, axis=1)
+    """Each class's probabilities in increasing order: `[K, n]` class-major in, a sorted C-ordered copy out."""
+    ordered = np.array(probabilities, order="C")
+    ordered.sort(axis=1)
+    return ordered
 
 
 def first_position(lo, hi, reached) -> np.ndarray:
@@ -234,24 +240,28 @@ class OneVsRestCalibration(keras.layers.Layer):
 
 
 def gather_per_class(table, index):
-    """`table[j, index[..., j]]` for every class `j`: `table [K, M]`, integer `index [..., K]` -> `[..., K]`."""
-    num_classes, width = table.shape
+    """`table[j, index[..., j]]` for every class `j`: `table [K, M, ...]`, int `index [..., K]` -> `[..., K, ...]`."""
+    num_classes, width = table.shape[:2]
     offsets = ops.arange(num_classes, dtype="int32") * width
-    return ops.take(ops.reshape(table, (-1,)), ops.cast(index, "int32") + offsets)
+    flat = ops.reshape(table, (num_classes * width, *table.shape[2:]))
+    return ops.take(flat, ops.cast(index, "int32") + offsets, axis=0)
 
 
 def count_below(table, x):
     """`#{m : table[j, m] < x[..., j]}` for every class `j`, int32: `table [K, M]` with non-decreasing rows.
 
-    A binary search (`log2 M` steps of `gather_per_class`), so the work is
-    `O(N K log M)` and the memory `O(N K)` for `N` rows, never `[..., K, M]`.
+    A binary search: `table` padded with `inf` to `2^L - 1` columns, then
+    `L` steps of one gather each, so the work is `O(N K log M)` and the
+    memory `O(N K)` for `N` rows, never `[..., K, M]`.
     """
-    width = table.shape[1]
-    count = ops.zeros_like(x, dtype="int32")
-    step = 1 << (width.bit_length() - 1) if width else 0
-    while step:  # the largest count whose last entry is below x, one bit at a time
-        candidate = count + step
-        probe = gather_per_class(table, ops.minimum(candidate, width) - 1)
-        count = ops.where((candidate <= width) & (probe < x), candidate, count)
-        step //= 2
-    return count
+    num_classes, width = table.shape
+    levels = width.bit_length()
+    padded = (1 << levels) - 1
+    fill = ops.full((num_classes, padded - width), float("inf"), dtype=table.dtype)
+    flat = ops.reshape(ops.concatenate([table, fill], axis=1), (-1,))
+    start = ops.arange(num_classes, dtype="int32") * padded
+    position = ops.zeros_like(x, dtype="int32") + start  # each class's count, offset to its row of `flat`
+    for level in reversed(range(levels)):  # the count's bits, highest first
+        step = 1 << level
+        position = ops.where(ops.take(flat, position + (step - 1)) < x, position + step, position)
+    return position - start
