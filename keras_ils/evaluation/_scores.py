@@ -37,7 +37,7 @@ from keras_ils import _outputs
 from keras_ils import metrics as _metrics
 from keras_ils._checks import integer_at_least, number_in
 from keras_ils.data import predict_with_labels
-from keras_ils.evaluation import _calibration, _inputs, _passes
+from keras_ils.evaluation import _calibration, _inputs, _passes, _selective
 
 __all__ = [
     "COLUMNS",
@@ -63,6 +63,8 @@ COLUMNS = (
     "smooth_ece",
     "debiased_calibration_error",
     "ks_calibration_error",
+    "aurc",
+    "augrc",
 )
 
 
@@ -154,8 +156,11 @@ def scores(outputs, labels, *, from_logits: bool = True, num_bins: int = 15) -> 
         cwECE), `brier`, `mce`, `adaptive_ece` (equal-mass bins),
         `smooth_ece` (`smooth_ece`, Błasiok & Nakkiran 2023),
         `debiased_calibration_error` (`debiased_calibration_error`, Kumar et
-        al. 2019, `num_bins` equal-mass bins) and `ks_calibration_error`
-        (`ks_calibration_error`, Gupta et al. 2021).
+        al. 2019, `num_bins` equal-mass bins), `ks_calibration_error`
+        (`ks_calibration_error`, Gupta et al. 2021), and the abstention
+        scores of a model that predicts only above a confidence threshold,
+        `aurc` (`aurc`, Geifman et al. 2019) and `augrc` (`augrc`, Traub et
+        al. 2024).
 
     Example:
 
@@ -180,6 +185,7 @@ def _scores(outputs, labels, from_logits, num_bins, rows=None):
     confidence, correct, sums = summary.confidence, summary.correct, summary.class_bins
     counts, correct_sums, confidence_sums = _top_label_bins(confidence, correct, labels, num_bins)
     n, num_classes = len(labels), sums.counts.shape[0]
+    abstention = _selective.curve_of(confidence, 1.0 - correct)
     return dict(
         accuracy=float(np.mean(correct)),
         nll=float(-summary.label_log_probability.astype(np.float64).mean()),
@@ -192,6 +198,8 @@ def _scores(outputs, labels, from_logits, num_bins, rows=None):
         smooth_ece=_calibration._smooth_ece(confidence, correct),
         debiased_calibration_error=_calibration._debiased_calibration_error(confidence, correct, num_bins),
         ks_calibration_error=_calibration._ks_calibration_error(confidence, correct),
+        aurc=_selective.area_under_risk(abstention),
+        augrc=_selective.area_under_generalized_risk(abstention),
     )
 
 

@@ -32,8 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from keras_ils import _labels, _outputs
 from keras_ils._checks import number_in
+from keras_ils.evaluation import _inputs
 
 __all__ = ["RiskCoverageCurve", "augrc", "aurc", "risk_at_coverage", "risk_coverage_curve"]
 
@@ -58,13 +58,14 @@ class RiskCoverageCurve(NamedTuple):
 
 def _confidence_and_errors(outputs, labels, from_logits, confidence) -> tuple:
     """`(confidence [n] float64, errors [n] float64)`, checked: the top probability (or `confidence`) and 0/1 errors."""
-    outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
-    _outputs.check_outputs_kind(outputs, from_logits)
+    outputs = _inputs.checked_outputs(outputs, from_logits)
+    labels = _inputs.checked_label_rows(labels, outputs.shape)
     errors = (outputs.argmax(axis=1) != labels).astype(np.float64)
     if confidence is None:
-        shifted = outputs - outputs.max(axis=1, keepdims=True)
-        top = outputs.max(axis=1) if not from_logits else 1.0 / np.exp(shifted).sum(axis=1)
-        return top, errors
+        top = outputs.max(axis=1)
+        if from_logits:
+            top = 1.0 / np.exp(outputs - top[:, None]).sum(axis=1, dtype=np.float64)
+        return top.astype(np.float64), errors
     confidence = np.asarray(confidence, dtype=np.float64)
     if confidence.shape != (len(labels),) or not np.all(np.isfinite(confidence)):
         raise ValueError(
@@ -73,6 +74,27 @@ def _confidence_and_errors(outputs, labels, from_logits, confidence) -> tuple:
             + ("" if confidence.shape != (len(labels),) else " with NaN or infinite values")
         )
     return confidence, errors
+
+
+def curve_of(confidence, errors) -> RiskCoverageCurve:
+    """The curve of checked `confidence [n]` and 0/1 `errors [n]` (what `evaluate`'s AURC and AUGRC columns read)."""
+    order = np.argsort(-confidence, kind="stable")
+    confidence, errors = confidence[order], errors[order]
+    n = len(errors)
+    last = np.flatnonzero(np.append(confidence[1:] != confidence[:-1], True))  # the last example of each tie group
+    accepted = last + 1.0
+    wrong = np.cumsum(errors)[last]
+    return RiskCoverageCurve(accepted / n, wrong / accepted, wrong / n, confidence[last])
+
+
+def area_under_risk(curve: RiskCoverageCurve) -> float:
+    """AURC of a curve: the trapezoid rule from coverage 0, where the risk is the first point's."""
+    return _trapezoid(curve.coverages, curve.risks, curve.risks[0])
+
+
+def area_under_generalized_risk(curve: RiskCoverageCurve) -> float:
+    """AUGRC of a curve: the trapezoid rule from `(0, 0)`."""
+    return _trapezoid(curve.coverages, curve.generalized_risks, 0.0)
 
 
 def risk_coverage_curve(outputs, labels, *, from_logits: bool = True, confidence=None) -> RiskCoverageCurve:
@@ -105,14 +127,7 @@ def risk_coverage_curve(outputs, labels, *, from_logits: bool = True, confidence
     >>> curve.coverages.tolist(), curve.risks.round(4).tolist()
     ([0.25, 0.5, 0.75, 1.0], [0.0, 0.5, 0.3333, 0.5])
     """
-    confidence, errors = _confidence_and_errors(outputs, labels, from_logits, confidence)
-    order = np.argsort(-confidence, kind="stable")
-    confidence, errors = confidence[order], errors[order]
-    n = len(errors)
-    last = np.flatnonzero(np.append(confidence[1:] != confidence[:-1], True))  # the last example of each tie group
-    accepted = last + 1.0
-    wrong = np.cumsum(errors)[last]
-    return RiskCoverageCurve(accepted / n, wrong / accepted, wrong / n, confidence[last])
+    return curve_of(*_confidence_and_errors(outputs, labels, from_logits, confidence))
 
 
 def _trapezoid(coverages, risks, at_zero) -> float:
@@ -139,8 +154,7 @@ def aurc(outputs, labels, *, from_logits: bool = True, confidence=None) -> float
         Geifman, Uziel & El-Yaniv (2019), "Bias-Reduced Uncertainty
         Estimation for Deep Neural Classifiers", ICLR.
     """
-    curve = risk_coverage_curve(outputs, labels, from_logits=from_logits, confidence=confidence)
-    return _trapezoid(curve.coverages, curve.risks, curve.risks[0])
+    return area_under_risk(risk_coverage_curve(outputs, labels, from_logits=from_logits, confidence=confidence))
 
 
 def augrc(outputs, labels, *, from_logits: bool = True, confidence=None) -> float:
@@ -163,8 +177,9 @@ def augrc(outputs, labels, *, from_logits: bool = True, confidence=None) -> floa
         Traub et al. (2024), "Overcoming Common Flaws in the Evaluation of
         Selective Classification Systems", NeurIPS.
     """
-    curve = risk_coverage_curve(outputs, labels, from_logits=from_logits, confidence=confidence)
-    return _trapezoid(curve.coverages, curve.generalized_risks, 0.0)
+    return area_under_generalized_risk(
+        risk_coverage_curve(outputs, labels, from_logits=from_logits, confidence=confidence)
+    )
 
 
 def risk_at_coverage(outputs, labels, coverage: float, *, from_logits: bool = True, confidence=None) -> float:

@@ -163,7 +163,15 @@ class TestColumnsOfScores:
         logits, labels = self._logits(seed, n, k, scale)
         probs = reference.softmax(logits)
         result = evaluation.scores(logits, labels)
-        assert tuple(result)[-3:] == ("smooth_ece", "debiased_calibration_error", "ks_calibration_error")
+        assert tuple(result)[-5:-2] == ("smooth_ece", "debiased_calibration_error", "ks_calibration_error")
+        assert tuple(result)[-2:] == ("aurc", "augrc")
+        errors = (probs.argmax(axis=1) != labels)[np.argsort(-probs.max(axis=1), kind="stable")]
+        risks = np.cumsum(errors) / np.arange(1, n + 1)  # no ties in continuous logits: one point per example
+        generalized = np.cumsum(errors) / n
+        np.testing.assert_allclose(result["aurc"], np.sum(risks + np.append(risks[0], risks[:-1])) / (2 * n), atol=1e-6)
+        np.testing.assert_allclose(
+            result["augrc"], np.sum(generalized + np.append(0, generalized[:-1])) / (2 * n), atol=1e-6
+        )
         np.testing.assert_allclose(result["smooth_ece"], relplot.smECE(*_top_label(probs, labels)), atol=1e-4)
         want = calibration.get_calibration_error(probs, labels, p=2, debias=True, mode="top-label")
         np.testing.assert_allclose(result["debiased_calibration_error"], want, atol=1e-5)

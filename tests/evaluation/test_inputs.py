@@ -24,8 +24,13 @@ OUTPUT_SCORES = {
     "evaluate_outputs": (evaluation.evaluate_outputs, "outputs"),
     "paired_difference": (lambda o, y, **kw: evaluation.paired_difference(o, o, y, bootstrap=1, **kw), "outputs_a"),
     "probabilities": (lambda o, y, **kw: evaluation.probabilities(o, **kw), "outputs"),
+    "risk_coverage_curve": (evaluation.risk_coverage_curve, "outputs"),
+    "aurc": (evaluation.aurc, "outputs"),
+    "augrc": (evaluation.augrc, "outputs"),
+    "risk_at_coverage": (lambda o, y, **kw: evaluation.risk_at_coverage(o, y, 0.5, **kw), "outputs"),
 }
-NOT_SCORES = {"BrierDecomposition", "COLUMNS", "Interval", "evaluate"}  # evaluate: tests/test_evaluation.py
+# evaluate: tests/test_evaluation.py
+NOT_SCORES = {"BrierDecomposition", "COLUMNS", "Interval", "RiskCoverageCurve", "evaluate"}
 
 
 def test_every_public_score_is_in_the_matrix():
