@@ -159,8 +159,9 @@ def find_root(data, objective, lower, upper, known, start, tolerance=TOLERANCE, 
     """The root in `u` of `objective`, per model, by Newton's method inside a bracket `[lower, upper]`.
 
     `objective(u, moments) -> (value, derivative)` is negative below its root
-    and positive above it within the bracket (0 counts as above: a constant
-    NLL's minimum is `SEARCH_BOUNDS`' largest `T`, as no information). `known = (lower_known,
+    and positive above it within the bracket; a 0 where its derivative is
+    positive is the root, and elsewhere counts as above (a constant NLL's
+    minimum is the largest `T` searched: no information). `known = (lower_known,
     upper_known)` says where its sign at an end is known (negative at
     `lower`, positive at `upper`); an end not known is a bound, and where the
     objective has the sign that puts the root beyond it, that end is the
@@ -181,8 +182,10 @@ def find_root(data, objective, lower, upper, known, start, tolerance=TOLERANCE, 
         value, derivative = objective(point, fresh)
         beyond_lower = (u == lower) & ~lower_known & (value >= 0)
         beyond_upper = (u == upper) & ~upper_known & (value <= 0)
-        settled = ~done & (beyond_lower | beyond_upper | (lower == upper))
-        result = np.where(settled, np.where(beyond_lower, lower, np.where(beyond_upper, upper, u)), result)
+        root = (value == 0) & (derivative > 0)  # (a zero where the objective is flat is no root: see above)
+        settled = ~done & (beyond_lower | beyond_upper | root | (lower == upper))
+        inside = np.where(root, point, u)
+        result = np.where(settled, np.where(beyond_lower, lower, np.where(beyond_upper, upper, inside)), result)
         done |= settled
         lower, lower_known = np.where(value < 0, point, lower), lower_known | (value < 0)
         upper, upper_known = np.where(value >= 0, point, upper), upper_known | (value >= 0)
@@ -195,17 +198,20 @@ def find_root(data, objective, lower, upper, known, start, tolerance=TOLERANCE, 
 
 def _next(point, value, derivative, bracket, bracketed, previous, tolerance):
     """`(next u, its step, whether it ends the search)`: Newton's step where it stays inside the bracket and at
-    least halves the step before (else bisection, or the end not yet known, where the root lies beyond the point)."""
+    least halves the step before (else bisection, or the end not yet known, where the root lies beyond the point);
+    a Newton step that leaves the bracket by less than `tolerance` ends the search at the end it leaves by."""
     lower, upper = bracket
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         newton = point - value / np.where(derivative > 0, derivative, np.nan)
     inside = (newton > lower) & (newton < upper)
     useful = np.isfinite(newton) & inside & (~bracketed | (np.abs(newton - point) <= 0.5 * np.abs(previous)))
+    end = np.clip(newton, lower, upper)
+    near = bracketed & np.isfinite(newton) & ~inside & (np.abs(newton - end) <= tolerance)
     unknown_end = np.where(value < 0, upper, lower)
     fallback = np.where(bracketed, 0.5 * (lower + upper), np.where(np.isfinite(newton), newton, unknown_end))
-    target = np.where(useful, newton, np.clip(fallback, lower, upper))
+    target = np.where(useful, newton, np.where(near, end, np.clip(fallback, lower, upper)))
     step = target - point
-    converged = np.where(useful, np.abs(step) <= tolerance, bracketed & (upper - lower <= 2 * tolerance))
+    converged = np.where(useful, np.abs(step) <= tolerance, near | (bracketed & (upper - lower <= 2 * tolerance)))
     return target, step, converged
 
 
