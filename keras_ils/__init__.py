@@ -4,7 +4,8 @@ The names users type live here. Each family has its own home:
 `keras_ils.losses`, `keras_ils.metrics`, `keras_ils.calibration` (temperature
 scaling and the maps beyond it), `keras_ils.methods` (the registry of
 comparison methods), `keras_ils.baselines`, `keras_ils.distillation`,
-`keras_ils.evaluation`, `keras_ils.plots` and `keras_ils.tuning` (KerasTuner).
+`keras_ils.evaluation` (with abstention scores), `keras_ils.conformal` (prediction sets with a coverage
+guarantee), `keras_ils.plots` and `keras_ils.tuning` (KerasTuner).
 `import keras_ils` costs what `import keras` costs: KerasTuner loads on the
 first use of `keras_ils.tuning`, matplotlib on the first plot. The paper's
 experiment machinery is `keras_ils.experiments`, built on this library and
@@ -13,7 +14,7 @@ never imported by it.
 
 import importlib
 
-from keras_ils import baselines, calibration, distillation, evaluation, losses, methods, metrics, plots
+from keras_ils import baselines, calibration, conformal, distillation, evaluation, losses, methods, metrics, plots
 from keras_ils.calibration import (
     CalibratorFit,
     CalibratorFitWarning,
@@ -30,6 +31,7 @@ from keras_ils.calibration import (
     fit_calibrator,
     fit_temperature,
 )
+from keras_ils.conformal import conformalize, fit_conformal
 from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
 from keras_ils.losses import (
@@ -40,6 +42,7 @@ from keras_ils.losses import (
     MMCELoss,
     OnlineLabelSmoothing,
     OnlineLabelSmoothingCallback,
+    OnlineLabelSmoothingWarning,
     ils_crossentropy,
 )
 from keras_ils.plots import reliability_diagram
@@ -74,6 +77,7 @@ __all__ = [
     "MatrixScaling",
     "OnlineLabelSmoothing",
     "OnlineLabelSmoothingCallback",
+    "OnlineLabelSmoothingWarning",
     "OnlineTeacher",
     "StaleCacheError",
     "TeacherLogits",
@@ -84,11 +88,14 @@ __all__ = [
     "calibrate",
     "calibration",
     "compute_teacher_logits",
+    "conformal",
+    "conformalize",
     "distillation",
     "estimate_temperature",
     "evaluate",
     "evaluation",
     "fit_calibrator",
+    "fit_conformal",
     "fit_temperature",
     "ils_crossentropy",
     "ils_targets",
