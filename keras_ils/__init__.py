@@ -58,7 +58,7 @@ def __getattr__(name):
     if name in _LAZY_MODULES:
         return importlib.import_module(f"keras_ils.{name}")
     if name == "TemperatureFit":  # deprecated: warns, and returns `CalibratorFit`
-        return calibration.TemperatureFit
+        return calibration.temperature._report_alias()
     raise AttributeError(f"module 'keras_ils' has no attribute {name!r}")
 
 
