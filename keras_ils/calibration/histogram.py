@@ -1,4 +1,9 @@
-"""Histogram binning (Zadrozny & Elkan 2001), one-vs-rest: the layer and its fit on validation outputs."""
+"""Histogram binning (Zadrozny & Elkan 2001), one-vs-rest: the layer and its fit on validation outputs.
+
+The fit is float64 numpy, all classes at once (one sort of each class's
+probabilities, then a few passes over them); the layer is `keras.ops` and
+runs where the model runs. Why the work sits there: `keras_ils.calibration.one_vs_rest`.
+"""
 
 from __future__ import annotations
 
@@ -253,7 +258,6 @@ def fit_histogram(outputs, labels, *, from_logits: bool = True, num_bins: int = 
         reasons.insert(0, f"{n} validation examples, fewer than {num_bins} bins of {num_bins}, fill {used} "
                        f"equal-mass bins per class of at least {MIN_BIN_EXAMPLES}")  # fmt: skip
     text = message("histogram", [small_set_clause(reasons, floor, model_weight, prior, n)]) if small else None
-    nll = float(
-        label_losses(_looked_up(edges, values, probabilities), probabilities, labels, floor, model_weight).mean()
-    )
+    fitted = _looked_up(edges, values, probabilities)
+    nll = float(label_losses(fitted, probabilities, labels, floor, model_weight).mean())
     return layer, CalibratorFit("histogram", "few_examples" if small else "fitted", n, nll, nll, 0, text)

@@ -1,4 +1,10 @@
-"""Isotonic regression (Zadrozny & Elkan 2002), one-vs-rest: the layer and its fit on validation outputs."""
+"""Isotonic regression (Zadrozny & Elkan 2002), one-vs-rest: the layer and its fit on validation outputs.
+
+The fit is float64 numpy, all classes at once (one sort of each class's
+probabilities, then one pool-adjacent-violators pass over at most `2 n + K`
+segments); the layer is `keras.ops` and runs where the model runs. Why the
+work sits there: `keras_ils.calibration.one_vs_rest`.
+"""
 
 from __future__ import annotations
 
@@ -177,15 +183,15 @@ def _runs_of(tied, positions) -> tuple:
     return start, np.where(tied[after] == positions + 1, last[after] + 1, positions + 1)
 
 
-def _pooled(means, weights, classes) -> np.ndarray:
-    """Pool adjacent violators within each class: the weighted least-squares non-decreasing fit of `means`.
+def _pooled(means, weights, rows) -> np.ndarray:
+    """Pool adjacent violators within each row: the weighted least-squares non-decreasing fit of `means`.
 
     Pools neighbours whose means do not increase, as scikit-learn's
     `_inplace_contiguous_isotonic_regression`, so the fitted levels rise
     strictly from one block to the next.
     """
     levels, totals, sizes, base, current = [], [], [], 0, None
-    for mean, weight, label in zip(means.tolist(), weights.tolist(), classes.tolist(), strict=True):
+    for mean, weight, label in zip(means.tolist(), weights.tolist(), rows.tolist(), strict=True):
         if label != current:
             base, current = len(levels), label
         levels.append(mean)

@@ -135,7 +135,7 @@ def cross_validated_model_weight(held_out_map, probabilities: np.ndarray, labels
 
 
 def fitting_probabilities(outputs, labels, from_logits: bool, name: str = "outputs") -> tuple:
-    """`(probabilities [K, n], labels [n])`, checked: what the one-vs-rest fits read, float64 and class-major.
+    """`(probabilities [K, n], labels [n])`, checked: what the one-vs-rest fits read, float64 and class-major, int64.
 
     Class-major (each class's `n` probabilities contiguous) is the layout of
     the fits' per-class sorts and maps. The softmax runs over blocks of rows,
@@ -152,7 +152,7 @@ def fitting_probabilities(outputs, labels, from_logits: bool, name: str = "outpu
             block = np.exp(block - block.max(axis=1, keepdims=True))
             block /= block.sum(axis=1, keepdims=True)
         probabilities[:, start : start + _ROWS_PER_BLOCK] = block.T
-    return np.clip(probabilities, 0.0, 1.0, out=probabilities), labels
+    return np.clip(probabilities, 0.0, 1.0, out=probabilities), labels.astype(np.int64)  # flat indices reach n K
 
 
 def sorted_per_class(probabilities) -> np.ndarray:

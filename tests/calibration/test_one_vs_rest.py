@@ -128,7 +128,7 @@ class TestAbsentClass:
         assert 0.5 * share < q[:, 2].mean() < 1.5 * share
 
 
-@pytest.mark.slow  # 20,000 x 200: fits of ~10 s each on 2 cores, and scikit-learn 200 times
+@pytest.mark.slow  # 20,000 x 200, and scikit-learn 200 times: about 10 s on 2 cores
 @pytest.mark.parametrize("method", ["histogram", "isotonic"])
 def test_large_fits_match_the_references(method):
     rng = np.random.default_rng(0)
