@@ -15,6 +15,8 @@ ARGUMENTS = {
     "ClasswiseExpectedCalibrationError": {"num_classes": 3},
     "ClassConditionalECE": {"num_classes": 3},
     "OnlineLabelSmoothing": {"num_classes": 3},
+    "SizeStratifiedCoverage": {"num_classes": 3},
+    "ClassConditionalCoverage": {"num_classes": 3},
 }
 # Objects that no `.keras` model holds by themselves, and why.
 NOT_IN_A_MODEL = {
