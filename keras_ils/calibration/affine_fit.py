@@ -220,7 +220,7 @@ def _chosen_map(passes, settings):
     """
     features, labels, absent, full = passes.features, passes.labels, passes.absent_mask, passes.full
     n, k = features.shape
-    budget = folds.Budget(small_data.CROSS_VALIDATION_WORK)
+    budget = folds.Budget(small_data.CROSS_VALIDATION_SECONDS)
     chosen, fold_maps, stopped = folds.choose_diagonal(features, labels, settings, budget)
     precision = small_data.PRIOR_PRECISIONS[chosen]
     diagonal = Passes(features, labels, False, absent) if full else passes
@@ -256,8 +256,8 @@ def _choice_clause(n, choice, beta, replaced) -> str:
     if n < 2:
         return f"the map is {temperature}: one example leaves none to hold out"
     budget = (
-        f"; the folds' budget ({small_data.CROSS_VALIDATION_WORK:.0e} examples x parameters over their passes, "
-        "`small_data.CROSS_VALIDATION_WORK`) ended the search there, so less regularised maps were not tried"
+        f"; the folds' time budget ({small_data.CROSS_VALIDATION_SECONDS:g} s, "
+        "`small_data.CROSS_VALIDATION_SECONDS`) ended the search there, so less regularised maps were not tried"
         if stopped == "budget"
         else ""
     )

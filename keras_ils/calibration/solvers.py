@@ -20,6 +20,8 @@ what to fit.
 
 from __future__ import annotations
 
+import math
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -200,7 +202,7 @@ def _projection(penalty, passes, mean, std):
     return project
 
 
-def _lbfgs(function, x, settings, inverse_curvature, project, resolution, memory=20):
+def _lbfgs(function, x, settings, inverse_curvature, project, resolution, deadline=math.inf, memory=20):
     """Minimises a smooth convex `function(x) -> (value, gradient)` on a linear set: `(x, value, iterations,
     converged)`.
 
@@ -211,7 +213,8 @@ def _lbfgs(function, x, settings, inverse_curvature, project, resolution, memory
     at a largest gradient entry of `tolerance` (`settings = (max_iterations,
     tolerance)`), or when an iteration lowers the value by no more than
     `resolution` times it (rounding then limits the value, not the method),
-    as converged when the gradient is within `sqrt(tolerance)`.
+    as converged when the gradient is within `sqrt(tolerance)`; at the
+    `time.monotonic()` `deadline` it stops unconverged.
     """
     max_iterations, tolerance = settings
     value, gradient = function(x)
@@ -219,6 +222,8 @@ def _lbfgs(function, x, settings, inverse_curvature, project, resolution, memory
     for iteration in range(max_iterations):
         if np.max(np.abs(gradient)) <= tolerance:
             return x, value, iteration, True
+        if time.monotonic() >= deadline:
+            return x, value, iteration, False
         direction = -gradient
         coefficients = []
         for s, y in reversed(list(zip(steps, changes, strict=True))):
@@ -255,14 +260,15 @@ def _lbfgs(function, x, settings, inverse_curvature, project, resolution, memory
     return x, value, max_iterations, bool(np.max(np.abs(gradient)) <= tolerance)
 
 
-def minimise(passes, penalty, start, max_iterations, tolerance):
-    """`(parameters, objective, mean NLL, iterations, converged)` of the penalised fit from `start` (L-BFGS)."""
+def minimise(passes, penalty, start, max_iterations, tolerance, deadline=math.inf):
+    """`(parameters, objective, mean NLL, iterations, converged)` of the penalised fit from `start` (L-BFGS, until
+    the `time.monotonic()` `deadline`)."""
     function = objective(passes, penalty)
     standardised, to_parameters, from_parameters, project, inverse_curvature = _standardised(function, passes, penalty)
     start = gauge(start, penalty, passes)
-    settings = (max_iterations, tolerance)
-    found, _, iterations, converged = _lbfgs(standardised, from_parameters(start), settings,
-                                             inverse_curvature(start), project, passes.resolution)  # fmt: skip
+    settings, scaling = (max_iterations, tolerance), inverse_curvature(start)
+    found, _, iterations, converged = _lbfgs(standardised, from_parameters(start), settings, scaling, project,
+                                             passes.resolution, deadline)  # fmt: skip
     parameters = to_parameters(found)
     value, _, nll = function(parameters)
     return parameters, float(value), float(nll), iterations, converged
@@ -296,14 +302,15 @@ def _hessian(parameters, passes, penalty):
     return hessian.reshape(size, size) / n + np.diag(curvature)
 
 
-def newton(passes, penalty, start, max_iterations, tolerance):
+def newton(passes, penalty, start, max_iterations, tolerance, deadline=math.inf):
     """`(parameters, iterations, converged)`: damped Newton's method on an objective every penalty term curves.
 
     With every weight of `penalty` positive the objective is strictly convex,
     and Newton's method (a backtracking Armijo search on each full step)
     converges in a few iterations on the small problems it is used for; a
     step that cannot lower the value ends it, as converged when the gradient
-    is within `sqrt(tolerance)` (rounding then limits the value).
+    is within `sqrt(tolerance)` (rounding then limits the value); at the
+    `time.monotonic()` `deadline` it stops unconverged.
     """
     function = objective(passes, penalty)
     x = np.asarray(start, np.float64)
@@ -311,6 +318,8 @@ def newton(passes, penalty, start, max_iterations, tolerance):
     for iteration in range(max_iterations):
         if np.max(np.abs(gradient)) <= tolerance:
             return x, iteration, True
+        if time.monotonic() >= deadline:
+            return x, iteration, False
         direction = np.linalg.solve(_hessian(x, passes, penalty), -gradient)
         slope, step = gradient @ direction, 1.0
         while True:
@@ -334,12 +343,12 @@ def uses_newton(passes) -> bool:
     return n * size * size <= NEWTON_MAX_WORK
 
 
-def solve(passes, penalty, start, max_iterations, tolerance):
+def solve(passes, penalty, start, max_iterations, tolerance, deadline=math.inf):
     """`(parameters, iterations, converged)` of a strictly convex fit: Newton's method where its Hessian is cheap
-    (`uses_newton`), L-BFGS beyond."""
+    (`uses_newton`), L-BFGS beyond; either stops unconverged at the `time.monotonic()` `deadline`."""
     if uses_newton(passes):
-        return newton(passes, penalty, start, max_iterations, tolerance)
-    parameters, _, _, iterations, converged = minimise(passes, penalty, start, max_iterations, tolerance)
+        return newton(passes, penalty, start, max_iterations, tolerance, deadline)
+    parameters, _, _, iterations, converged = minimise(passes, penalty, start, max_iterations, tolerance, deadline)
     return parameters, iterations, converged
 
 

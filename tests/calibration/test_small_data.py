@@ -11,8 +11,8 @@ import warnings
 import keras
 import numpy as np
 import pytest
-from scipy.optimize import minimize
-from scipy.special import log_softmax, logsumexp, softmax
+from affine_reference import affine_map, one_standard_error, package_folds, scipy_map_fit
+from scipy.special import log_softmax, softmax
 from sklearn.datasets import load_digits, load_wine
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
@@ -98,32 +98,6 @@ class TestTheBound:
         assert worst <= 0
 
 
-def _affine_map(method, params, z):
-    k = z.shape[1]
-    x = log_softmax(z, axis=1) if method == "dirichlet" else z
-    if method == "vector":
-        return x * params[:k] + params[k:]
-    return x @ params[: k * k].reshape(k, k) + params[k * k :]
-
-
-def _scipy_map_fit(method, z, labels, penalty):
-    """scipy's L-BFGS-B from the identity on mean NLL + the penalty `(off-diagonal, diagonal, bias, centre)`."""
-    off, diag, bias_weight, centre = penalty
-    k, n = z.shape[1], len(labels)
-    full = method != "vector"
-
-    def objective(params):
-        logits = _affine_map(method, params, z)
-        value = np.mean(logsumexp(logits, axis=1) - logits[np.arange(n), labels])
-        weights, b = (params[: k * k].reshape(k, k), params[k * k :]) if full else (params[:k], params[k:])
-        d = (np.diag(weights) if full else weights) - centre
-        value += diag * np.sum(d**2) + bias_weight * np.sum(b**2)
-        return value + (off * np.sum((weights - np.diag(np.diag(weights))) ** 2) if full else 0.0)
-
-    start = np.concatenate([np.eye(k).ravel() if full else np.ones(k), np.zeros(k)])
-    return minimize(objective, start, method="L-BFGS-B", options=dict(maxiter=50000, ftol=1e-15, gtol=1e-10)).x
-
-
 def _centred(logits):
     """Calibrated logits without each row's mean, which the softmax ignores."""
     return logits - logits.mean(axis=1, keepdims=True)
@@ -141,23 +115,9 @@ def _per_class_miscalibrated():
     return s / np.array([0.25, 1.0, 4.0]), labels
 
 
-def _package_folds(labels, num_folds=5):
-    """The package's fold rule, written out: classes dealt round-robin over the folds after a fixed shuffle."""
-    n = len(labels)
-    folds, shuffled = np.empty(n, int), np.random.default_rng(0).permutation(n)
-    folds[shuffled[np.argsort(labels[shuffled], kind="stable")]] = np.arange(n) % num_folds
-    return folds
-
-
-def _one_standard_error(losses):
-    """The first candidate whose mean held-out loss is within one standard error of the best's."""
-    means, best = losses.mean(axis=1), np.argmin(losses.mean(axis=1))
-    return np.flatnonzero(means <= means[best] + losses[best].std(ddof=1) / np.sqrt(losses.shape[1]))[0]
-
-
 def _cross_validated_strength(p, labels, held_out_map):
     """The one-vs-rest prior's strength `m` by the package's folds and the one-SE rule, computed here."""
-    folds, (n, k) = _package_folds(labels), p.shape
+    folds, (n, k) = package_folds(labels), p.shape
     losses = np.zeros((len(PRIORS), n))
     for fold in range(5):
         train, test = folds != fold, folds == fold
@@ -166,7 +126,7 @@ def _cross_validated_strength(p, labels, held_out_map):
             w, floor = k * m / (n_train + k * m), 1 / (k * n_train)
             q = (1 - w) * (mapped + floor) / (mapped + floor).sum(axis=1, keepdims=True) + w * p[test]
             losses[c, test] = -np.log(q[np.arange(test.sum()), labels[test]])
-    return PRIORS[_one_standard_error(losses)]
+    return PRIORS[one_standard_error(losses)]
 
 
 class TestAffineRule:
@@ -191,7 +151,7 @@ class TestAffineRule:
             warnings.simplefilter("ignore")
             beta = 1.0 / fit_temperature(z, labels)
         weight = fit.prior_precision / (2 * 50)  # each parameter ~ N(temperature scaling's map, 1 / precision)
-        want = _scipy_map_fit("vector", z, labels, (0.0, weight, weight, beta))
+        want = scipy_map_fit("vector", z, labels, (0.0, weight, weight, beta))
         np.testing.assert_allclose(_weights(layer), want, atol=1e-4)
 
     @pytest.mark.parametrize("method", ["matrix", "dirichlet"])
@@ -199,9 +159,9 @@ class TestAffineRule:
         logits, labels = _draw(np.random.default_rng(1), 30, 1.0, 2.0, k=3)
         layer, fit = _quiet_fit(method, logits, labels, off_diagonal_l2=1.0, intercept_l2=0.5)
         assert fit.status == "few_examples" and "the plain fit was asked for" in fit.warning
-        want = _scipy_map_fit(method, logits, labels, (1.0 / 6, 0.0, 0.5 / 3, 0.0))  # ODIR: lambda / (K (K - 1))
-        np.testing.assert_allclose(_centred(_affine_map(method, _weights(layer), logits)),
-                                   _centred(_affine_map(method, want, logits)), atol=2e-4)  # fmt: skip
+        want = scipy_map_fit(method, logits, labels, (1.0 / 6, 0.0, 0.5 / 3, 0.0))  # ODIR: lambda / (K (K - 1))
+        np.testing.assert_allclose(_centred(affine_map(method, _weights(layer), logits)),
+                                   _centred(affine_map(method, want, logits)), atol=2e-4)  # fmt: skip
 
     @pytest.mark.parametrize("method", AFFINE)
     def test_prior_precision_zero_is_the_plain_fit(self, method):
@@ -213,9 +173,9 @@ class TestAffineRule:
             layer, fit = fit_calibrator(method, logits, labels, return_fit=True, prior_precision=0)
         assert fit.status == "fitted" and fit.prior_precision is None
         odir = (0.0, 0.0, 0.0, 0.0) if method == "vector" else (0.01 / 6, 0.0, 0.01 / 3, 0.0)
-        want = _scipy_map_fit(method, logits, labels, odir)
-        np.testing.assert_allclose(_centred(_affine_map(method, _weights(layer), logits)),
-                                   _centred(_affine_map(method, want, logits)), atol=2e-4)  # fmt: skip
+        want = scipy_map_fit(method, logits, labels, odir)
+        np.testing.assert_allclose(_centred(affine_map(method, _weights(layer), logits)),
+                                   _centred(affine_map(method, want, logits)), atol=2e-4)  # fmt: skip
 
     @pytest.mark.parametrize("method", AFFINE)
     def test_enough_examples_are_cross_validated_in_silence(self, method):
@@ -232,8 +192,8 @@ class TestAffineRule:
         with pytest.warns(CalibratorFitWarning, match="rests on too few examples.*the plain fit was asked for"):
             layer, fit = fit_calibrator("vector", logits, labels, return_fit=True, prior_precision=0)
         assert fit.prior_precision is None
-        want = _scipy_map_fit("vector", logits, labels, (0.0, 0.0, 0.0, 0.0))
-        got, expected = _affine_map("vector", _weights(layer), logits), _affine_map("vector", want, logits)
+        want = scipy_map_fit("vector", logits, labels, (0.0, 0.0, 0.0, 0.0))
+        got, expected = affine_map("vector", _weights(layer), logits), affine_map("vector", want, logits)
         assert _nll(got, labels) <= _nll(expected, labels) + 1e-6
 
     @pytest.mark.parametrize("method", AFFINE)
@@ -245,7 +205,7 @@ class TestAffineRule:
             warnings.simplefilter("ignore")
             beta = 1.0 / fit_temperature(log_softmax(logits, axis=1) if method == "dirichlet" else logits, labels)
         weight = 3.0 / (2 * 200)
-        want = _scipy_map_fit(method, logits, labels, (weight, weight, weight, beta))
+        want = scipy_map_fit(method, logits, labels, (weight, weight, weight, beta))
         np.testing.assert_allclose(_weights(layer), want, atol=1e-4)
         layer, fit = _quiet_fit(method, logits, labels, prior_precision=math.inf)
         assert fit.status == "temperature"
@@ -278,7 +238,7 @@ class TestAffineRule:
         passes = Passes(features, labels, full)
         got, iterations, converged = solvers.newton(passes, penalty, start, 100, 1e-10)
         assert converged and iterations <= 20  # Newton's method with an exact Hessian: a few steps
-        want = _scipy_map_fit(method, logits, labels, (weight, weight, weight, 0.7))
+        want = scipy_map_fit(method, logits, labels, (weight, weight, weight, 0.7))
         np.testing.assert_allclose(got, want, atol=1e-4)
 
     def test_a_single_example_is_temperature_scaling(self):
@@ -331,7 +291,7 @@ class TestAffineRule:
         # regularised within one standard error
         z, labels = _per_class_miscalibrated()
         _, fit = _quiet_fit("vector", z, labels)
-        folds = _package_folds(labels)
+        folds = package_folds(labels)
         losses = np.zeros((len(PRIOR_PRECISIONS), 50))
         for fold in range(5):
             train, test = folds != fold, folds == fold
@@ -343,10 +303,10 @@ class TestAffineRule:
                     params = np.concatenate([np.full(3, beta), np.zeros(3)])
                 else:
                     weight = precision / (2 * train.sum())
-                    params = _scipy_map_fit("vector", z[train], labels[train], (0.0, weight, weight, beta))
-                held_out = log_softmax(_affine_map("vector", params, z[test]), axis=1)
+                    params = scipy_map_fit("vector", z[train], labels[train], (0.0, weight, weight, beta))
+                held_out = log_softmax(affine_map("vector", params, z[test]), axis=1)
                 losses[c, test] = -held_out[np.arange(test.sum()), labels[test]]
-        chosen = _one_standard_error(losses)
+        chosen = one_standard_error(losses)
         assert 0 < chosen and fit.prior_precision == PRIOR_PRECISIONS[chosen]
 
     @pytest.mark.parametrize("value", [-1, float("nan"), "10"])
