@@ -23,19 +23,26 @@ mean_i -log softmax(calibrated logits_i)[y_i]
 
 (the diagonal is free, so the identity map costs nothing). Vector scaling is
 unregularised, as in Guo et al. (2017). The objectives are convex; the fit is
-an L-BFGS in float64 numpy from the identity map, to a gradient of `tolerance`.
-Kull et al. choose `off_diagonal_l2` and `intercept_l2` by cross-validation on
-the calibration set; the defaults (`0.01` each) are a weak regularisation.
+L-BFGS from the identity map, to a gradient of `tolerance`, its passes over the
+data in TensorFlow beyond small sizes (on the GPU when TensorFlow sees one,
+under any Keras backend; `keras_ils.calibration.solvers`). Kull et al. choose
+`off_diagonal_l2` and `intercept_l2` by cross-validation on the calibration
+set; given as they are (the defaults, `0.01` each, are a weak regularisation),
+they give this plain fit.
 
 By default `fit_calibrator` does not fit these objectives as they stand: a
 trained network's validation logits are often nearly separable, and the plain
 fit then overfits them at any size. Unless ODIR's weights (or
 `prior_precision=0`) are given, the map is the maximum a posteriori one under
-a Gaussian prior centred on temperature scaling's map, its precision chosen by
-cross-validation on the validation set, and temperature scaling's map where
-the chosen one separates the validation set
-(`keras_ils.calibration.small_data`). A map fitted so is an ordinary layer of
-its class.
+a Gaussian prior centred on temperature scaling's map, its precisions chosen
+on validation folds (for matrix scaling and Dirichlet calibration in two
+stages, as ODIR's two weights: the diagonal and bias, then the off-diagonal
+entries, whose prior is centred on 0), and temperature scaling's map where
+the chosen one separates the validation set; a class absent from the
+validation set keeps temperature scaling's map
+(`keras_ils.calibration.small_data`). Every size is fitted so: 1,000 classes
+and 50,000 examples too, within the folds' stated time budget. A map fitted
+so is an ordinary layer of its class.
 
 With `from_logits=False` a layer takes and returns probabilities: it reads
 `log(p)` (clipped at `keras.config.epsilon()`) as its input, so matrix scaling
