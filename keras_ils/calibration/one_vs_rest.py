@@ -250,18 +250,13 @@ def gather_per_class(table, index):
 def count_below(table, x):
     """`#{m : table[j, m] < x[..., j]}` for every class `j`, int32: `table [K, M]` with non-decreasing rows.
 
-    A binary search: `table` padded with `inf` to `2^L - 1` columns, then
-    `L` steps of one gather each, so the work is `O(N K log M)` and the
-    memory `O(N K)` for `N` rows, never `[..., K, M]`.
+    One `searchsorted` per class, vectorised over the classes
+    (`ops.vectorized_map`), so the work is `O(N K log M)` and the memory
+    `O(N K)` for `N` rows, never `[..., K, M]`.
     """
     num_classes, width = table.shape
-    levels = width.bit_length()
-    padded = (1 << levels) - 1
-    fill = ops.full((num_classes, padded - width), float("inf"), dtype=table.dtype)
-    flat = ops.reshape(ops.concatenate([table, fill], axis=1), (-1,))
-    start = ops.arange(num_classes, dtype="int32") * padded
-    position = ops.zeros_like(x, dtype="int32") + start  # each class's count, offset to its row of `flat`
-    for level in reversed(range(levels)):  # the count's bits, highest first
-        step = 1 << level
-        position = ops.where(ops.take(flat, position + (step - 1)) < x, position + step, position)
-    return position - start
+    if not width:
+        return ops.zeros_like(x, dtype="int32")
+    rows = ops.transpose(ops.reshape(x, (-1, num_classes)))  # [K, N]
+    counts = ops.vectorized_map(lambda pair: ops.searchsorted(pair[0], pair[1], side="left"), (table, rows))
+    return ops.reshape(ops.transpose(ops.cast(counts, "int32")), ops.shape(x))

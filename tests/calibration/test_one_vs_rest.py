@@ -50,6 +50,20 @@ def test_count_below_is_searchsorted(rng, width):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("method", ["histogram", "isotonic"])
+def test_layers_take_any_leading_axes(rng, method):
+    # [..., K]: a sequence of outputs reads as its rows do, also with an unknown length in a model
+    logits, labels = _task(rng, 400, 5)
+    layer = fit_calibrator(method, logits, labels)
+    x = logits[:12].astype("float32")
+    want = keras.ops.convert_to_numpy(layer(x)).reshape(3, 4, 5)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x.reshape(3, 4, 5))), want)
+    inputs = keras.Input((None, 5))
+    np.testing.assert_allclose(
+        keras.Model(inputs, layer(inputs)).predict(x.reshape(3, 4, 5), verbose=0), want, atol=1e-6
+    )
+
+
 @pytest.mark.parametrize("levels", [3, 7, 40])
 def test_histogram_ties_follow_the_rule(rng, levels):
     # many tied probabilities per class: the fitted edges are the loop's, class by class
