@@ -117,11 +117,11 @@ class IsotonicCalibration(OneVsRestCalibration):
         x = ops.clip(probabilities, thresholds[:, 0], thresholds[:, -1])
         # scipy's interp1d: the segment [t[i-1], t[i]] with i the count of thresholds below x, within [1, M-1]
         upper = ops.clip(count_below(thresholds, x), 1, self.num_thresholds - 1)
-        segments = ops.stack([thresholds[:, :-1], values[:, :-1], thresholds[:, 1:], values[:, 1:]], axis=-1)
-        low_t, low_v, high_t, high_v = ops.unstack(gather_per_class(segments, upper - 1), axis=-1)  # one gather
-        width = high_t - low_t
-        slope = (high_v - low_v) / ops.where(width > 0, width, 1.0)
-        return ops.where(width > 0, low_v + slope * (x - low_t), low_v)
+        width = thresholds[:, 1:] - thresholds[:, :-1]
+        slope = ops.where(width > 0, (values[:, 1:] - values[:, :-1]) / ops.where(width > 0, width, 1.0), 0.0)
+        segments = ops.stack([thresholds[:, :-1], values[:, :-1], slope], axis=-1)  # [K, M - 1, 3]
+        low_t, low_v, slope = ops.unstack(gather_per_class(segments, upper - 1), axis=-1)  # one gather
+        return low_v + slope * (x - low_t)
 
     def get_config(self):
         return {**super().get_config(), "num_thresholds": self.num_thresholds}
