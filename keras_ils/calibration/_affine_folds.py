@@ -175,6 +175,7 @@ def _choose(paths, tests, budget, every_candidate):
     candidate left out (`"budget"`).
     """
     losses, maps, stopped = [], [], None
+    budget.cut = False  # a cut in an earlier stage ended that stage; this one starts with a fit that costs none
     for _ in PRIOR_PRECISIONS:
         fitted = [next(path) for path in paths]
         if budget.cut:

@@ -55,14 +55,14 @@ class Passes:
         labels: `[n]` int labels.
         full: a kernel `[K, K]` (matrix, Dirichlet), else a scale `[K]`.
         absent: `[K]` bool, the classes left out of the fit's softmax, or
-            `None` (every class takes part).
+            `None` (every class takes part); kept as `absent`, a `[K]` bool.
     """
 
     def __init__(self, features, labels, full: bool, absent=None):
         self.features, self.labels, self.full = features, np.asarray(labels), full
         n, k = features.shape
-        self.absent = absent if absent is not None and absent.any() else None
-        self.absent_mask = np.zeros(k, bool) if self.absent is None else self.absent
+        self.absent = np.zeros(k, bool) if absent is None else np.asarray(absent, bool)
+        self._dropped = self.absent if self.absent.any() else None  # NumPy's mask of the logits, if any
         self.work = n * (k * k + k if full else 2 * k)
         self.resolution = 1e-13  # the objective's relative rounding (float64: a sum of n terms)
         self._tensors = None
@@ -71,16 +71,12 @@ class Passes:
 
             dtype = "float64" if n * k <= FLOAT64_MAX_ENTRIES else "float32"
             self.resolution = 1e-13 if dtype == "float64" else 1e-7
-            labels, absent = tf.constant(self.labels, tf.int32), tf.constant(self.absent_mask)
+            labels, absent = tf.constant(self.labels, tf.int32), tf.constant(self.absent)
             self._tensors = (tf.constant(features, dtype), labels, absent)
 
     def _run(self, function, tensors, *arguments):
         """`function(full, dtype)`'s `tf.function` called on `tensors` and the parameters."""
         return function(self.full, tensors[0].dtype.name)(*tensors, *arguments)
-
-    def subset(self, rows, absent=None) -> Passes:
-        """The passes over `features[rows]`, with the classes `absent` left out."""
-        return Passes(self.features[rows], self.labels[rows], self.full, absent)
 
     def __call__(self, parameters):
         """`(mean NLL, gradient [P])` of the map `parameters`, float64, the `absent` classes left out."""
@@ -90,7 +86,7 @@ class Passes:
             rows = np.int32(_block_rows(k, self.full))
             nll, grad_weights, grad_bias = self._run(_tensorflow_pass, self._tensors, weights, bias, rows)
             return float(nll), np.concatenate([grad_weights.numpy().ravel(), grad_bias.numpy()])
-        logits = _logits(self.features, weights, bias, self.full, self.absent)
+        logits = _logits(self.features, weights, bias, self.full, self._dropped)
         top = logits.max(axis=1, keepdims=True)
         exponentials = np.exp(logits - top)
         normaliser = exponentials.sum(axis=1, keepdims=True)
@@ -125,7 +121,7 @@ class Passes:
         """The map's softmax over the classes in the fit (the `absent` ones 0) on `rows`, `[n, K]` float64 (NumPy)."""
         k = self.features.shape[1]
         weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
-        logits = _logits(self.features[rows], weights, bias, self.full, self.absent)
+        logits = _logits(self.features[rows], weights, bias, self.full, self._dropped)
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         return p / p.sum(axis=1, keepdims=True)
 

@@ -87,21 +87,8 @@ def fit_affine(
     sees one, under any Keras backend. `fit_calibrator` documents the
     arguments and warns.
     """
-    if method not in METHODS:
-        raise invalid("method", f"one of {METHODS}", method)
-    full = method != "vector"
-    odir_given = off_diagonal_l2 is not None or intercept_l2 is not None
-    if not full and odir_given:
-        raise odir_refused(method)
-    integer_at_least("max_iterations", max_iterations, 1)
-    tolerance = number_in("tolerance", tolerance, 0.0, low_open=True, expected="a float > 0")
-    prior_precision = small_data.check_prior_precision(prior_precision)
-    if odir_given and prior_precision is not None:
-        raise ValueError(
-            f"Calibrator fit ({method}): give ODIR's weights (`off_diagonal_l2`, `intercept_l2`: the plain fit) or "
-            f"`prior_precision` (the prior centred on temperature scaling's map), not both; got "
-            f"prior_precision={prior_precision!r}."
-        )
+    full, odir_given = method != "vector", off_diagonal_l2 is not None or intercept_l2 is not None
+    tolerance, prior_precision = _checked(method, odir_given, max_iterations, tolerance, prior_precision)
     off_diagonal_l2 = (DEFAULT_ODIR if off_diagonal_l2 is None else off_diagonal_l2) if full else 0.0
     intercept_l2 = (DEFAULT_ODIR if intercept_l2 is None else intercept_l2) if full else 0.0
     odir = dict(off_diagonal_l2=off_diagonal_l2, intercept_l2=intercept_l2) if full else {}
@@ -120,6 +107,24 @@ def fit_affine(
     layer.build((None, k))
     layer.set_weights(list(split(parameters, k, full)))
     return layer, report
+
+
+def _checked(method, odir_given, max_iterations, tolerance, prior_precision):
+    """`(tolerance, prior_precision)` checked, or the package's `ValueError` naming the argument."""
+    if method not in METHODS:
+        raise invalid("method", f"one of {METHODS}", method)
+    if method == "vector" and odir_given:
+        raise odir_refused(method)
+    integer_at_least("max_iterations", max_iterations, 1)
+    tolerance = number_in("tolerance", tolerance, 0.0, low_open=True, expected="a float > 0")
+    prior_precision = small_data.check_prior_precision(prior_precision)
+    if odir_given and prior_precision is not None:
+        raise ValueError(
+            f"Calibrator fit ({method}): give ODIR's weights (`off_diagonal_l2`, `intercept_l2`: the plain fit) or "
+            f"`prior_precision` (the prior centred on temperature scaling's map), not both; got "
+            f"prior_precision={prior_precision!r}."
+        )
+    return tolerance, prior_precision
 
 
 def _plain_fit(method, features, labels, odir, settings):
@@ -218,7 +223,7 @@ def _chosen_map(passes, settings):
     folds' (`_affine_folds`), and its map is refitted on every example from
     the first fold's.
     """
-    features, labels, absent, full = passes.features, passes.labels, passes.absent_mask, passes.full
+    features, labels, absent, full = passes.features, passes.labels, passes.absent, passes.full
     n, k = features.shape
     budget = folds.Budget(small_data.CROSS_VALIDATION_SECONDS)
     chosen, fold_maps, stopped = folds.choose_diagonal(features, labels, settings, budget)

@@ -95,7 +95,7 @@ def gauge(parameters, penalty, passes):
     such a point stays on that set (`_standardised`) and its optimum lies on it.
     """
     k, full = passes.features.shape[1], passes.full
-    present = np.ones(k, bool) if passes.absent is None else ~passes.absent
+    present = ~passes.absent
     weights, bias = (w.copy() for w in split(np.asarray(parameters, np.float64), k, full))
     entries, bias_weight = penalty.weights(k, full)
     if full:
@@ -176,7 +176,7 @@ def _projection(penalty, passes, mean, std):
     W`), so its normal is orthogonalised against the rows'. O(P) NumPy.
     """
     k, full = len(mean), passes.full
-    present = np.ones(k, bool) if passes.absent is None else ~passes.absent
+    present = ~passes.absent
     entries, bias_weight = penalty.weights(k, full)
     rows = entries * present / std[:, None] if full else np.zeros((0, k))
     norms = np.sum(rows**2, axis=1)
