@@ -55,6 +55,7 @@ from keras_ils.calibration.temperature import (
     fit_temperature,
     fit_temperatures,
 )
+from keras_ils.calibration.venn_abers import VennAbersCalibration
 
 __all__ = [
     "ESTIMATORS",
@@ -70,6 +71,7 @@ __all__ = [
     "TemperatureFitWarning",
     "TemperatureScaling",
     "VectorScaling",
+    "VennAbersCalibration",
     "calibrate",
     "estimate_temperature",
     "fit_calibrator",
