@@ -22,8 +22,11 @@ layer class. Every layer computes in float32 under any global dtype policy.
 
 Temperature scaling and ensemble temperature scaling fit in TensorFlow
 (`_temperature_solver`: float32 passes over the logits, on the GPU when
-TensorFlow sees one, under any Keras backend); the other fits (`affine_fit`
-with its optimisers in `solvers`, `histogram`, `isotonic`) are numpy.
+TensorFlow sees one, under any Keras backend); so do the affine fits'
+passes over large data (`_affine_passes`; numpy below n P = 5e5, where a
+TensorFlow call costs more than the pass), with their L-BFGS steps in numpy
+(`solvers`); `histogram` and `isotonic` are numpy (a sort per class and a
+sequential pool-adjacent-violators pass).
 `registry` holds the table and `fit_calibrator`, `model` holds `calibrate`.
 `fit_temperature`, `estimate_temperature`, `fit_temperatures` and
 `TemperatureFit` are deprecated (see `fit_calibrator`).
