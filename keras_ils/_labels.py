@@ -281,3 +281,13 @@ def check_probabilities(y_pred) -> None:
         ops.any(ops.abs(sums - 1) > PROBABILITY_TOLERANCE),
     )
     _check(failed, raise_error, y_pred, sums)
+
+
+def check_metric_width(metric, y_pred) -> None:
+    """Refuses `y_pred` whose last axis is not the `num_classes` a metric was built for (when both are known)."""
+    num_classes = y_pred.shape[-1]
+    if metric.num_classes is not None and num_classes is not None and num_classes != metric.num_classes:
+        raise ValueError(
+            f"{type(metric).__name__} was built for num_classes={metric.num_classes} but `y_pred` has "
+            f"{num_classes} classes."
+        )

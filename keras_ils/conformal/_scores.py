@@ -145,12 +145,8 @@ class _SetMetric(keras.metrics.Metric):
     def _rows(self, y_true, y_pred, sample_weight) -> tuple:
         """`(covered [n], set sizes [n], labels [n], weights [n])`, one row per set."""
         y_pred = ops.convert_to_tensor(y_pred, dtype=self.dtype)
+        _labels.check_metric_width(self, y_pred)
         num_classes = y_pred.shape[-1]
-        if self.num_classes is not None and num_classes is not None and num_classes != self.num_classes:
-            raise ValueError(
-                f"{type(self).__name__} was built for num_classes={self.num_classes} but `y_pred` has "
-                f"{num_classes} classes."
-            )
         labels = ops.reshape(_labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape)), (-1,))
         sets = ops.reshape(y_pred, (-1, num_classes))
         if sample_weight is None:

@@ -73,12 +73,8 @@ class _CalibrationMetric(keras.metrics.Metric):
     def _rows(self, y_true, y_pred, sample_weight):
         """Returns `(probabilities [n, K], log_probabilities [n, K], labels [n], weights [n])`."""
         y_pred = ops.convert_to_tensor(y_pred, dtype=self.dtype)
+        _labels.check_metric_width(self, y_pred)
         num_classes = y_pred.shape[-1]
-        if self.num_classes is not None and num_classes is not None and num_classes != self.num_classes:
-            raise ValueError(
-                f"{type(self).__name__} was built for num_classes={self.num_classes} "
-                f"but `y_pred` has {num_classes} classes."
-            )
         labels = _labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
         if self.from_logits:
             log_probabilities = ops.log_softmax(y_pred, axis=-1)
