@@ -36,7 +36,11 @@ EXAMPLES = """examples:
 # parsing imports no TensorFlow. The methods are checked against the registry after parsing (`_checked_methods`).
 RUN_METHODS = ("ls", "ils1", "ils2", "ils")  # run's default, the ILS family (config.DEFAULT_METHODS)
 TUNE_METHODS = ("ls", "ils")  # tune's default
-CALIBRATOR_NAMES = ("ts", "vs", "ms", "dir", "histogram", "isotonic", "ensemble_temperature")  # config.CALIBRATORS
+# the calibration registry's ids (keras_ils.calibration.METHODS, config.CALIBRATORS), and the short aliases run takes
+CALIBRATOR_NAMES = (
+    "temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature", "venn_abers"
+)  # fmt: skip
+CALIBRATOR_ALIASES = {"ts": "temperature", "vs": "vector", "ms": "matrix", "dir": "dirichlet"}
 SYNTHETIC_PRESETS = ("package", "authors")
 TEACHER_GRIDS = ("paper", "authors")
 SMOOTHING_MASSES = ("all_classes", "wrong_classes")
@@ -52,15 +56,18 @@ def _methods(text):
 
 
 def _calibrators(text):
-    """A comma-separated subset of `CALIBRATOR_NAMES` without duplicates, or `'all'` (every one of them)."""
-    names = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
-    if names == ("all",):
+    """A comma-separated subset of `CALIBRATOR_NAMES` (or their `CALIBRATOR_ALIASES`) as ids without duplicates, or
+    `'all'` (every one of them)."""
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if names == ["all"]:
         return CALIBRATOR_NAMES
-    if not names or any(c not in CALIBRATOR_NAMES for c in names):
+    if not names or any(c not in CALIBRATOR_NAMES and c not in CALIBRATOR_ALIASES for c in names):
+        aliases = ", ".join(f"{short}={method}" for short, method in CALIBRATOR_ALIASES.items())
         raise argparse.ArgumentTypeError(
-            f"expected 'all' or a comma-separated subset of {','.join(CALIBRATOR_NAMES)}; got {text!r}"
+            f"expected 'all' or a comma-separated subset of {','.join(CALIBRATOR_NAMES)} (aliases: {aliases}); "
+            f"got {text!r}"
         )
-    return names
+    return tuple(dict.fromkeys(CALIBRATOR_ALIASES.get(c, c) for c in names))
 
 
 _TEMPERATURE_FIT_HELP = (
@@ -184,11 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--calibrators",
         type=_calibrators,
-        default=("ts",),
+        default=("temperature",),
         help=f"post-hoc calibrations of every model, fitted on the validation split: 'all', or comma-separated from "
-        f"{', '.join(CALIBRATOR_NAMES)} ('keras-ils methods' says what each is and names its rows); ts "
-        "(temperature scaling, the '+ TempS' rows) is always on, each other adds its rows, e.g. 'ILS + Dir', "
-        "'ILS + Isotonic' (default: ts)",
+        f"{', '.join(CALIBRATOR_NAMES)}, or the aliases ts, vs, ms, dir ('keras-ils methods' says what each is and "
+        "names its rows); temperature (the '+ TempS' rows) is always on, each other adds its rows, e.g. "
+        "'ILS + Dir', 'ILS + Isotonic' (default: temperature)",
     )
     run.add_argument(
         "--teacher-folds",

@@ -9,6 +9,7 @@
 | `"histogram"`            | `HistogramBinning`           | equal-mass bins' class frequencies  | `num_bins`       |
 | `"isotonic"`             | `IsotonicCalibration`        | pool adjacent violators, per class  | -                |
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | temperature, then simplex weights   | temperature fit  |
+| `"venn_abers"`           | `VennAbersCalibration`       | inductive Venn-Abers, per class     | -                |
 
 (temperature fit: `estimator`, `prior_scale`, `bounds`; L-BFGS: `max_iterations`,
 `tolerance`, `prior_precision` (the affine maps' prior, `small_data`); ODIR:
@@ -27,13 +28,15 @@ import numpy as np
 
 from keras_ils import _labels, _outputs
 from keras_ils._checks import invalid, odir_refused
-from keras_ils.calibration import affine_fit, ensemble, histogram, isotonic, maps, temperature
+from keras_ils.calibration import affine_fit, ensemble, histogram, isotonic, maps, temperature, venn_abers
 from keras_ils.calibration.reports import CalibratorFitWarning, message
 from keras_ils.calibration.temperature import DEFAULT_PRIOR_SCALE, TemperatureFitWarning, TemperatureScaling
 
 __all__ = ["LAYERS", "METHODS", "Method", "fit_calibrator"]
 
-Method = Literal["temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature"]
+Method = Literal[
+    "temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature", "venn_abers"
+]
 
 
 def _fit_temperature(
@@ -80,6 +83,7 @@ _CALIBRATORS = {
         _TEMPERATURE_OPTIONS,
         CalibratorFitWarning,
     ),
+    "venn_abers": _Entry(venn_abers.VennAbersCalibration, venn_abers.fit_venn_abers, (), CalibratorFitWarning),
 }
 
 METHODS = tuple(_CALIBRATORS)
@@ -207,7 +211,9 @@ def fit_calibrator(
     often nearly separable, and a plain fit on them overfits at any size.
     ODIR's weights or `prior_precision=0` give the plain fit. The
     one-vs-rest methods choose their bins from the data and keep every
-    probability off 0. A fit that rests on too few examples warns.
+    probability off 0; Venn-Abers (`"venn_abers"`) merges two isotonic fits
+    per class, strictly inside (0, 1). A fit that rests on too few examples
+    warns.
 
     Args:
         method: one of `METHODS`; see the module's table.

@@ -25,7 +25,6 @@ from keras import ops
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least
-from keras_ils._outputs import check_outputs_kind
 from keras_ils.calibration._float32 import known_classes
 from keras_ils.calibration.one_vs_rest import OneVsRestCalibration, count_below, gather_per_class
 from keras_ils.calibration.reports import CalibratorFit, mean_nll, message, rare_classes
@@ -190,8 +189,7 @@ def fit_venn_abers(outputs, labels, *, from_logits: bool = True):
     holds at any size, but `p0` and `p1` lie far apart there, and their merged
     probability is rough.
     """
-    outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")
-    check_outputs_kind(outputs, from_logits)
+    outputs, labels = _labels.outputs_and_labels(outputs, labels, name="outputs")  # the kind: `registry.fit`'s door
     n, num_classes = outputs.shape
     # the float32 probabilities the layer computes, so that a validation example falls on its own tabulated score
     outputs = outputs.astype(np.float32)

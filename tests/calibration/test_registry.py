@@ -18,6 +18,7 @@ from keras_ils.calibration import (
     HistogramBinning,
     IsotonicCalibration,
     TemperatureFitWarning,
+    VennAbersCalibration,
     calibrate,
     fit_calibrator,
 )
@@ -32,6 +33,7 @@ CONFIGURED = {  # a layer of each class with every constructor argument away fro
         num_thresholds=9, floor=0.02, from_logits=False, model_weight=0.2, name="i"
     ),
     "ensemble_temperature": lambda: EnsembleTemperatureScaling(2.0, (0.5, 0.3, 0.2), from_logits=False, name="e"),
+    "venn_abers": lambda: VennAbersCalibration(num_points=3, from_logits=False, name="va"),
 }
 
 
@@ -48,7 +50,7 @@ def _model(k=3):
 
 def test_the_table():
     assert METHODS == (
-        "temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature"
+        "temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature", "venn_abers"
     )  # fmt: skip
     assert tuple(LAYERS) == METHODS and set(CONFIGURED) == set(METHODS)
     assert keras_ils.calibration.LAYERS is LAYERS

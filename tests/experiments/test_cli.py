@@ -340,13 +340,17 @@ def test_help_imports_no_tensorflow():
 
 
 def test_the_parsers_lists_are_the_main_jobs():
+    from keras_ils.calibration import METHODS
     from keras_ils.experiments.main_job import config
 
-    assert cli.CALIBRATOR_NAMES == tuple(config.CALIBRATORS) and cli.RUN_METHODS == config.DEFAULT_METHODS
+    assert cli.CALIBRATOR_NAMES == tuple(config.CALIBRATORS) == METHODS and cli.RUN_METHODS == config.DEFAULT_METHODS
+    assert set(cli.CALIBRATOR_ALIASES.values()) <= set(METHODS)
     assert cli.build_parser().parse_args(["run"]).methods == config.DEFAULT_METHODS
     parse = cli.build_parser().parse_args
+    assert parse(["run"]).calibrators == config.RunConfig().calibrators == ("temperature",)
     assert parse(["run", "--calibrators", "all"]).calibrators == tuple(config.CALIBRATORS)
-    assert parse(["run", "--calibrators", "isotonic,ts,isotonic"]).calibrators == ("isotonic", "ts")
+    assert parse(["run", "--calibrators", "isotonic,ts,isotonic,temperature,dir"]).calibrators == (
+        "isotonic", "temperature", "dirichlet")  # fmt: skip
 
 
 def test_unknown_calibrator_is_a_usage_error_naming_them_all(capsys):
@@ -780,5 +784,6 @@ def test_the_methods_command_lists_the_calibrators(capsys):
     table = out[out.index("calibrator ") :].splitlines()
     rows = {line.split()[0]: line for line in table[1 : 1 + len(config.CALIBRATORS)]}
     assert list(rows) == list(config.CALIBRATORS)
-    for key, (method, suffix) in config.CALIBRATORS.items():
-        assert f"+ {suffix}" in rows[key] and f" {method} " in rows[key] and rows[key].endswith(LAYERS[method].__name__)
+    for method, suffix in config.CALIBRATORS.items():
+        assert f"+ {suffix}" in rows[method] and rows[method].endswith(LAYERS[method].__name__)
+    assert rows["dirichlet"].split()[1] == "dir" and rows["isotonic"].split()[1] == "-"

@@ -164,15 +164,17 @@ def _columns(rows) -> list:
 
 
 def _calibrators_table() -> list:
-    """The calibrators `run --calibrators` takes (`config.CALIBRATORS`), with their rows' suffix and layer."""
+    """The calibrators `run --calibrators` takes (`config.CALIBRATORS`), with their alias, rows' suffix and layer."""
     from keras_ils.calibration import LAYERS
     from keras_ils.experiments.main_job.config import CALIBRATORS
+    from keras_ils_cli import CALIBRATOR_ALIASES
 
-    rows = [("calibrator", "rows", "keras_ils.calibrate method", "layer")]
-    rows += [(key, f"+ {suffix}", method, LAYERS[method].__name__) for key, (method, suffix) in CALIBRATORS.items()]
+    alias = {method: short for short, method in CALIBRATOR_ALIASES.items()}
+    rows = [("calibrator", "alias", "rows", "layer")]
+    rows += [(m, alias.get(m, "-"), f"+ {suffix}", LAYERS[m].__name__) for m, suffix in CALIBRATORS.items()]
     note = (
-        "run --calibrators takes these ids ('all': all of them); 'ts' is always on. Each is fitted on the "
-        "validation split of every model."
+        "run --calibrators takes these ids, the methods of keras_ils.calibrate, or their aliases ('all': all of "
+        "them); 'temperature' is always on. Each is fitted on the validation split of every model."
     )
     return [*_columns(rows), "", note]
 

@@ -44,16 +44,17 @@ DEFAULT_HYPERPARAMETERS = {
 # a run's result set (replaced whole on re-runs): tables, figures, and every model as `.keras`
 RESULT_FILES = ("results.json", "results.csv", "reliability_*.png", "comparison.png", "model_*.keras")
 
-# `RunConfig.calibrators`: the post-hoc calibrations each model gets, as `keras_ils.calibrate` methods (the
-# calibration registry, `keras_ils.calibration.METHODS`) and row suffixes ("ILS + Isotonic")
+# `RunConfig.calibrators`: the post-hoc calibrations each model can get, by their one id, the calibration
+# registry's (`keras_ils.calibration.METHODS`), with the display name that ends their rows ("ILS + Isotonic")
 CALIBRATORS = {
-    "ts": ("temperature", "TempS"),
-    "vs": ("vector", "VS"),
-    "ms": ("matrix", "MS"),
-    "dir": ("dirichlet", "Dir"),
-    "histogram": ("histogram", "Histogram"),
-    "isotonic": ("isotonic", "Isotonic"),
-    "ensemble_temperature": ("ensemble_temperature", "Ensemble TS"),
+    "temperature": "TempS",
+    "vector": "VS",
+    "matrix": "MS",
+    "dirichlet": "Dir",
+    "histogram": "Histogram",
+    "isotonic": "Isotonic",
+    "ensemble_temperature": "Ensemble TS",
+    "venn_abers": "Venn-Abers",
 }
 
 SEARCHES = ("budget", "full")  # run's KerasTuner search for models the vectorised engine cannot train
@@ -106,11 +107,11 @@ class RunConfig:
             (`fit_calibrator("temperature")`'s `estimator`): `"map"`, `"mle"` or `"authors"`.
         teacher_folds: `k >= 2` makes the targets from `k` cross-fitted
             teachers' out-of-fold logits (the vectorised engine only).
-        calibrators: keys of `CALIBRATORS` (`"ts"` always gives the
-            "+ TempS" rows; `"vs"`, `"ms"`, `"dir"`, `"histogram"`,
-            `"isotonic"`, `"ensemble_temperature"` add theirs: "+ VS",
-            "+ MS", "+ Dir", "+ Histogram", "+ Isotonic", "+ Ensemble TS").
-            Defaults to `("ts",)`.
+        calibrators: calibration methods (`keras_ils.calibration.METHODS`,
+            the keys of `CALIBRATORS`): every model gets the "+ TempS" rows
+            (`"temperature"`) and one row per other method, named by
+            `CALIBRATORS` ("+ VS", "+ Dir", "+ Isotonic", ...). Defaults
+            to `("temperature",)`.
         directory: the KerasTuner searches' directory (resumable). Defaults
             to `None`: `OUTPUT_DIR/search`.
         log: a function taking each line of progress (e.g. `print`), or
@@ -148,7 +149,7 @@ methods=('mixup',)
     verbose: int = 0
     temperature_estimator: Literal["map", "mle", "authors"] = "map"
     teacher_folds: int = 1
-    calibrators: tuple[str, ...] = ("ts",)
+    calibrators: tuple[str, ...] = ("temperature",)
     directory: str | None = None
     log: Callable[[str], Any] | None = None
     algorithm: Literal["grid", "random", "bayesian", "hyperband"] = "grid"

@@ -86,10 +86,10 @@ class Report:
 
 def record_calibrated(setup, report, name, model, hyperparameters_used, **extra):
     """The rows of the config's calibrators beyond temperature scaling: `model` calibrated on validation, each map."""
-    for key in setup.config.calibrators:
-        method, suffix = CALIBRATORS[key]
+    for method in setup.config.calibrators:
         if method == "temperature":  # every model has its "+ TempS" row already
             continue
+        suffix = CALIBRATORS[method]
         with warnings_of(f"{name} + {suffix}"), setup.config.strategy.scope():
             mapped, fit = calibrate(model, setup.validation, method=method, return_fit=True)
         report.record(f"{name} + {suffix}", fit, mapped, hyperparameters_used, **extra)

@@ -40,11 +40,11 @@ def test_each_calibrator_is_its_registry_map_in_a_row_named_after_it():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report.record_calibrated(setup, rows, "LS", model, {"epsilon": 0.1}, candidates=3)
-    suffixes = [suffix for key, (method, suffix) in config.CALIBRATORS.items() if method != "temperature"]
+    suffixes = [suffix for method, suffix in config.CALIBRATORS.items() if method != "temperature"]
     assert [row[0] for row in rows.rows] == [f"LS + {suffix}" for suffix in suffixes]
-    assert {"LS + Histogram", "LS + Isotonic", "LS + Ensemble TS"} <= {row[0] for row in rows.rows}
+    assert {"LS + Histogram", "LS + Isotonic", "LS + Ensemble TS", "LS + Venn-Abers"} <= {row[0] for row in rows.rows}
     validation_logits, test_logits = model.predict(x[:80], verbose=0), model.predict(x[80:], verbose=0)
-    methods = [method for method, _ in config.CALIBRATORS.values() if method != "temperature"]
+    methods = [method for method in config.CALIBRATORS if method != "temperature"]
     for (name, fit, mapped, hyperparameters, extra), method in zip(rows.rows, methods, strict=True):
         assert fit.method == method and fit.num_examples == 80 and hyperparameters == {"epsilon": 0.1}
         assert extra == {"candidates": 3}
@@ -60,4 +60,6 @@ def test_each_calibrator_is_its_registry_map_in_a_row_named_after_it():
 def test_run_config_takes_every_calibrator_and_refuses_others():
     assert config.RunConfig(calibrators=tuple(config.CALIBRATORS)).calibrators == tuple(config.CALIBRATORS)
     with pytest.raises(ValueError, match="Invalid value for argument `calibrators`"):
-        config.RunConfig(calibrators=("ts", "platt"))
+        config.RunConfig(calibrators=("temperature", "platt"))
+    with pytest.raises(ValueError, match="Invalid value for argument `calibrators`"):
+        config.RunConfig(calibrators=("ts",))  # the CLI's alias; the API takes the one id set
