@@ -60,10 +60,10 @@ from real_data_ils import _sklearn_npz  # noqa: E402  (its seeded 70/30 split as
 from keras_ils import data, evaluation, methods, plots  # noqa: E402
 from keras_ils.calibration import calibrate  # noqa: E402
 from keras_ils.experiments.data import datasets  # noqa: E402
+from keras_ils.experiments.data.splits import as_trained  # noqa: E402
 from keras_ils.experiments.engine import training  # noqa: E402
 from keras_ils.experiments.main_job import pipeline  # noqa: E402
 from keras_ils.experiments.main_job.config import CALIBRATORS, RunConfig  # noqa: E402
-from keras_ils.experiments.main_job.report import as_trained  # noqa: E402
 from keras_ils.experiments.reporting import verdict  # noqa: E402
 from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 

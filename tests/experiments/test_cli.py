@@ -46,6 +46,11 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
         table = list(csv.DictReader(file))
     assert [r["model"] for r in table] == names
     assert float(table[2]["ece"]) == pytest.approx(results["rows"][2]["all"]["ece"])
+    with np.load(out / "test_nll.npz") as per_example:  # the paired verdict's data: each row's mean is its NLL
+        assert sorted(per_example.files) == sorted(names)
+        for row in results["rows"]:
+            nll = per_example[row["model"]]
+            assert nll.shape == (15000,) and nll.mean() == pytest.approx(row["all"]["nll"], rel=1e-5)
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert len(pngs) == 7 and "reliability_ils_plus_temps.png" in pngs and "comparison.png" in pngs
     assert len(list(out.glob("model_*.keras"))) == 6

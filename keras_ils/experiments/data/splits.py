@@ -183,6 +183,22 @@ def preprocessing_layer(preprocessing: dict | None):
     return keras.layers.Normalization(mean=mean, variance=scale**2, name="preprocessing")
 
 
+def taking_stored_features(model, splits):
+    """`model` preceded by the data's preprocessing (`Splits.preprocessing`), so that the saved model takes the
+    features as the data file stores them; `model` itself when the features are used as stored."""
+    layer = preprocessing_layer(splits.preprocessing)
+    if layer is None:
+        return model
+    inputs = keras.Input(shape=splits.input_shape, name="features")
+    return keras.Model(inputs, model(layer(inputs)), name=model.name)
+
+
+def as_trained(saved):
+    """The model inside a saved `taking_stored_features` model, which takes the splits' (preprocessed) features."""
+    wraps = len(saved.layers) == 3 and saved.layers[1].name == "preprocessing"
+    return saved.layers[2] if wraps else saved
+
+
 def _class_list(counts, classes, limit=8):
     """'class 2 (3), class 5 (1)' for the first `limit` classes, then '... and N more'."""
     shown = ", ".join(f"class {c} ({int(counts[c])})" for c in classes[:limit])
@@ -273,7 +289,9 @@ __all__ = [
     "check_num_classes",
     "check_split",
     "feature_statistics",
+    "as_trained",
     "preprocessing_layer",
     "standardise",
     "stratified_split",
+    "taking_stored_features",
 ]

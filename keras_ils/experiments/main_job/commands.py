@@ -78,7 +78,7 @@ def _output_dir(prefix: str, splits, config) -> str:
     return os.path.join("runs", f"{prefix}{stem}-{config.model_for(splits)}-seed{config.seed}")
 
 
-_RESULT_FILES = "results.json, results.csv, comparison.png, reliability_*.png, model_*.keras"
+_RESULT_FILES = "results.json, results.csv, test_nll.npz, comparison.png, reliability_*.png, model_*.keras"
 
 
 def run(args) -> str:

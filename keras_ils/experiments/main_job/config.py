@@ -42,7 +42,9 @@ DEFAULT_HYPERPARAMETERS = {
 }
 
 # a run's result set (replaced whole on re-runs): tables, figures, and every model as `.keras`
-RESULT_FILES = ("results.json", "results.csv", "reliability_*.png", "comparison.png", "model_*.keras")
+RESULT_FILES = (
+    "results.json", "results.csv", "test_nll.npz", "reliability_*.png", "comparison.png", "model_*.keras"
+)  # fmt: skip
 
 # `RunConfig.calibrators`: the post-hoc calibrations each model can get, by their one id, the calibration
 # registry's (`keras_ils.calibration.METHODS`), with the display name that ends their rows ("ILS + Isotonic")

@@ -420,7 +420,7 @@ def _teachers(teachers_dir):
     """`{column: teacher as trained}`, loaded from the `.keras` models that the main job saved beside its results."""
     import keras
 
-    from keras_ils.experiments.main_job.report import as_trained
+    from keras_ils.experiments.data.splits import as_trained
 
     return {  # the saved models take the stored features; the distillation reads the splits' preprocessed ones
         column: as_trained(keras.saving.load_model(os.path.join(teachers_dir, f"model_{_file_name(column)}.keras")))

@@ -1,37 +1,26 @@
-"""The main job's rows: each model scored on the test set, its reliability diagram and `.keras` file."""
+"""The main job's rows: each model scored on the test set, its reliability diagram and `.keras` file.
+
+Beside `results.json`, `test_nll.npz` holds every row's per-example test NLL (`-log p_y`, float64, the test
+set's order; one array per row, keyed by the row's name): what the paired verdict compares.
+"""
 
 from __future__ import annotations
 
 import os
 
-import keras
 import numpy as np
 
 from keras_ils import data, evaluation, plots
 from keras_ils.calibration import calibrate
-from keras_ils.experiments.data.splits import preprocessing_layer
+from keras_ils.experiments.data.splits import taking_stored_features
 from keras_ils.experiments.engine import training
 from keras_ils.experiments.main_job.config import CALIBRATORS
 from keras_ils.experiments.main_job.fitting import calibrated, warnings_of
 from keras_ils.experiments.reporting import results as result_files
 
-__all__ = ["Report", "as_trained", "record_calibrated", "record_student", "row", "taking_stored_features"]
+__all__ = ["TEST_NLL_FILE", "Report", "record_calibrated", "record_student", "row"]
 
-
-def taking_stored_features(model, splits):
-    """`model` preceded by the data's preprocessing (`Splits.preprocessing`), so that the saved model takes the
-    features as the data file stores them; `model` itself when the features are used as stored."""
-    layer = preprocessing_layer(splits.preprocessing)
-    if layer is None:
-        return model
-    inputs = keras.Input(shape=splits.input_shape, name="features")
-    return keras.Model(inputs, model(layer(inputs)), name=model.name)
-
-
-def as_trained(saved):
-    """The model inside a saved `taking_stored_features` model, which takes the splits' (preprocessed) features."""
-    wraps = len(saved.layers) == 3 and saved.layers[1].name == "preprocessing"
-    return saved.layers[2] if wraps else saved
+TEST_NLL_FILE = "test_nll.npz"  # {row name: [n_test] per-example test NLL}
 
 
 def row(name, fit, hyperparameters, result):
@@ -52,13 +41,15 @@ class Report:
     def __init__(self, splits, staging, progress):
         self.splits, self.staging, self.progress = splits, staging, progress
         self.test = training.evaluation_pipeline(splits.test)
-        self.rows, self.curves = [], {}
+        self.rows, self.curves, self.example_nll = [], {}, {}
 
     def record(self, name, fit, model, hyperparameters_used, **extra):
         """A model's row: test scores, reliability diagram, the model saved as `.keras`, progress."""
         outputs, labels = data.predict_with_labels(model, self.test)
         result = evaluation.evaluate_outputs(outputs, labels, groups=self.splits.test_groups)
-        probabilities, _ = evaluation.probabilities(outputs)
+        probabilities, log_probabilities = evaluation.probabilities(outputs)
+        labels = np.asarray(labels)
+        self.example_nll[name] = -log_probabilities[np.arange(len(labels)), labels].astype(np.float64)
         slug = name.lower().replace(" ", "_").replace("+", "plus")
         plots.reliability_diagram(
             probabilities, labels, os.path.join(self.staging, f"reliability_{slug}.png"), title=name
@@ -78,6 +69,7 @@ class Report:
         preprocessing = self.splits.preprocessing
         results = {**header, "preprocessing": preprocessing, "rows": self.rows, "reliability_bins": bins}
         result_files.write(results, self.staging)
+        np.savez(os.path.join(self.staging, TEST_NLL_FILE), **self.example_nll)
         scores = {row["model"]: {c: row["all"][c] for c in result_files.FIGURE_SCORES} for row in self.rows}
         title = f"{header['dataset']} / {header['model']}"
         plots.comparison(self.curves, scores, os.path.join(self.staging, "comparison.png"), title=title)

@@ -3,8 +3,7 @@
 import keras
 import numpy as np
 
-from keras_ils.experiments.data.splits import Splits
-from keras_ils.experiments.main_job.report import as_trained, taking_stored_features
+from keras_ils.experiments.data.splits import Splits, as_trained, taking_stored_features
 
 
 def test_saved_wrapper_takes_stored_features_and_as_trained_gives_back_the_model(tmp_path):
