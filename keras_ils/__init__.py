@@ -6,10 +6,12 @@ scaling and the maps beyond it), `keras_ils.methods` (the registry of
 comparison methods), `keras_ils.baselines`, `keras_ils.distillation`,
 `keras_ils.evaluation` (with abstention scores), `keras_ils.conformal` (prediction sets with a coverage
 guarantee), `keras_ils.plots` and `keras_ils.tuning` (KerasTuner).
+`keras_ils.compare` (`keras_ils.comparison`) runs every method and calibrator on your model and data, with a
+verdict.
 `import keras_ils` costs what `import keras` costs: KerasTuner loads on the
-first use of `keras_ils.tuning`, matplotlib on the first plot. The paper's
-experiment machinery is `keras_ils.experiments`, built on this library and
-never imported by it.
+first use of `keras_ils.tuning` or `keras_ils.compare`, matplotlib on the
+first plot. The experiment machinery is `keras_ils.experiments`, built on
+this library and imported only by `keras_ils.comparison`.
 """
 
 import importlib
@@ -51,12 +53,14 @@ from keras_ils.teacher import OnlineTeacher, StaleCacheError, TeacherLogits, com
 
 __version__ = "0.2.0"
 
-_LAZY_MODULES = ("tuning",)  # they import KerasTuner
+_LAZY_MODULES = ("tuning", "comparison")  # they import KerasTuner
 
 
 def __getattr__(name):
     if name in _LAZY_MODULES:
         return importlib.import_module(f"keras_ils.{name}")
+    if name in ("compare", "Comparison"):  # the main job: TensorFlow datasets, KerasTuner, the engine
+        return getattr(importlib.import_module("keras_ils.comparison"), name)
     if name == "TemperatureFit":  # deprecated: warns, and returns `CalibratorFit`
         return calibration.temperature._report_alias()
     raise AttributeError(f"module 'keras_ils' has no attribute {name!r}")
@@ -65,6 +69,7 @@ def __getattr__(name):
 __all__ = [
     "CalibratorFit",
     "CalibratorFitWarning",
+    "Comparison",
     "DirichletCalibration",
     "EnsembleTemperatureScaling",
     "FocalLoss",
@@ -87,6 +92,8 @@ __all__ = [
     "baselines",
     "calibrate",
     "calibration",
+    "compare",
+    "comparison",
     "compute_teacher_logits",
     "conformal",
     "conformalize",

@@ -1,4 +1,9 @@
-"""The library and the experiment machinery are two parts: no library module imports `keras_ils.experiments`."""
+"""The library and the experiment machinery are two parts: no library module imports `keras_ils.experiments`.
+
+One doorway: `keras_ils.comparison` (`keras_ils.compare`, imported on first use) runs the main job, whose
+machinery (`main_job`, `engine`, `reporting`, `data`) is still under `keras_ils.experiments` until the paper's
+part moves out (issue 30, item 4).
+"""
 
 import ast
 import json
@@ -9,7 +14,11 @@ import sys
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_ils"
-LIBRARY_MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "experiments" not in p.relative_to(PACKAGE).parts)
+LIBRARY_MODULES = sorted(
+    p
+    for p in PACKAGE.rglob("*.py")
+    if "experiments" not in p.relative_to(PACKAGE).parts and p.relative_to(PACKAGE) != pathlib.Path("comparison.py")
+)
 # the command, keras_ils_cli, lives beside the package
 
 

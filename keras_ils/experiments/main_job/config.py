@@ -17,9 +17,11 @@ from keras_ils import methods
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils.calibration import ESTIMATORS
 from keras_ils.experiments.engine import students
+from keras_ils.experiments.engine.training import Recipe
 
 __all__ = [
     "CALIBRATORS",
+    "CUSTOM_RECIPE",
     "DEFAULT_HYPERPARAMETERS",
     "DEFAULT_METHODS",
     "ENGINES",
@@ -43,7 +45,8 @@ DEFAULT_HYPERPARAMETERS = {
 
 # a run's result set (replaced whole on re-runs): tables, figures, and every model as `.keras`
 RESULT_FILES = (
-    "results.json", "results.csv", "test_nll.npz", "reliability_*.png", "comparison.png", "model_*.keras"
+    "results.json", "results.csv", "test_nll.npz", "reliability_*.png", "comparison.png", "model_*.keras",
+    "verdict.json", "verdict.md",
 )  # fmt: skip
 
 # `RunConfig.calibrators`: the post-hoc calibrations each model can get, by their one id, the calibration
@@ -58,6 +61,10 @@ CALIBRATORS = {
     "ensemble_temperature": "Ensemble TS",
     "venn_abers": "Venn-Abers",
 }
+
+# how a `build_model` network trains unless `RunConfig.recipe` says otherwise: Keras' default Adam, early stopping
+# on the validation NLL (the best epoch restored), so `epochs` is a ceiling rather than a schedule
+CUSTOM_RECIPE = Recipe(optimizer="adam", learning_rate=1e-3, epochs=200, batch_size=32, patience=10)
 
 SEARCHES = ("budget", "full")  # run's KerasTuner search for models the vectorised engine cannot train
 ENGINES = ("auto", "keras-tuner")  # tune's
@@ -81,7 +88,16 @@ class RunConfig:
 
     Attributes:
         model_name: a name for `keras_ils.experiments.zoo.models.build`.
-            Defaults to `None`: `"mlp"` for vectors, `"resnet20"` for images.
+            Defaults to `None`: `"mlp"` for vectors, `"resnet20"` for images
+            (with `build_model`: the name the results give the network,
+            default the builder's `__name__`).
+        build_model: your network instead of a named one: a function
+            `build_model(num_classes) -> keras.Model` returning a new,
+            uncompiled model that takes the data's examples and outputs
+            `num_classes` logits (no softmax). It is called once per network
+            trained (each candidate of a KerasTuner search too), after the
+            seed is set. Its networks train by `model.fit` and KerasTuner
+            with `CUSTOM_RECIPE` unless `recipe` is given.
         output_dir: where `results.json`, `results.csv`, the diagrams and
             the models go (written only when everything succeeded).
         methods: registered ids (`keras_ils.methods.ids(selectable=True)`);
@@ -136,6 +152,7 @@ methods=('mixup',)
     """
 
     model_name: str | None = None
+    build_model: Callable[[int], Any] | None = None
     output_dir: str | None = None
     methods: tuple[str, ...] = DEFAULT_METHODS
     hyperparameters: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -159,6 +176,11 @@ methods=('mixup',)
     engine: Literal["auto", "keras-tuner"] = "auto"
 
     def __post_init__(self):
+        if self.build_model is not None and not callable(self.build_model):
+            raise TypeError(
+                "Argument `build_model` must be a function `build_model(num_classes) -> keras.Model` or None. "
+                f"Received: build_model={self.build_model!r}"
+            )
         chosen = tuple(dict.fromkeys(self.methods))
         if any(m not in methods.ids(selectable=True) for m in chosen):
             raise invalid("methods", f"some of {methods.ids(selectable=True)}", tuple(self.methods))
@@ -186,5 +208,11 @@ methods=('mixup',)
             )
 
     def model_for(self, splits) -> str:
-        """The network for these data: `model_name`, else `"resnet20"` for images and `"mlp"` for vectors."""
-        return self.model_name or ("resnet20" if splits.is_image else "mlp")
+        """The network's name for these data: `model_name`, else the builder's name, else `"resnet20"` for images
+        and `"mlp"` for vectors."""
+        if self.model_name:
+            return self.model_name
+        if self.build_model is not None:
+            name = getattr(self.build_model, "__name__", "")
+            return name if name.isidentifier() else "custom"
+        return "resnet20" if splits.is_image else "mlp"

@@ -22,7 +22,7 @@ from keras_ils import baselines, data, methods
 from keras_ils import metrics as _metrics
 from keras_ils.calibration import TemperatureScaling, calibrate
 from keras_ils.experiments.engine import students, training
-from keras_ils.experiments.main_job.config import RunConfig, default_hyperparameters
+from keras_ils.experiments.main_job.config import CUSTOM_RECIPE, RunConfig, default_hyperparameters
 from keras_ils.experiments.zoo import models
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "fit_network",
     "keras_tuner_role",
     "load_model",
+    "network",
     "save_model",
     "warnings_of",
     "scaled",
@@ -70,9 +71,13 @@ class Setup:
         if directory is None and config.output_dir is not None:
             directory = os.path.join(config.output_dir, "search")
         model_name = config.model_for(splits)
-        recipe = config.recipe or training.recipe_for(
-            model_name, splits.name, epochs=config.epochs, batch_size=config.batch_size
-        )
+        if config.recipe is not None:
+            recipe = config.recipe
+        elif config.build_model is not None:
+            overrides = {"epochs": config.epochs, "batch_size": config.batch_size}
+            recipe = dataclasses.replace(CUSTOM_RECIPE, **{k: v for k, v in overrides.items() if v is not None})
+        else:
+            recipe = training.recipe_for(model_name, splits.name, epochs=config.epochs, batch_size=config.batch_size)
         config = dataclasses.replace(
             config,
             model_name=model_name,
@@ -109,7 +114,8 @@ def uses_engine(setup: Setup) -> bool:
     one), whatever the strategy is: its models are small and many, not large."""
     recipe = setup.config.recipe
     return (
-        models.mlp_shape(setup.config.model_name) is not None
+        setup.config.build_model is None
+        and models.mlp_shape(setup.config.model_name) is not None
         and len(setup.splits.input_shape) == 1
         and recipe.optimizer == "adam"
         and not recipe.weight_decay
@@ -192,13 +198,21 @@ def compiled_model(setup: Setup, loss=None):
     """`setup`'s network with the recipe's weight decay on its kernels, compiled with the recipe's optimizer."""
     splits, config = setup.splits, setup.config
     with config.strategy.scope():
-        model = models.build(config.model_name, splits.num_classes, splits.input_shape, config.recipe.weight_decay)
+        model = network(config, splits)
         model.compile(
             optimizer=config.recipe.build_optimizer(),
             loss=loss,
             metrics=[_metrics.TopLabelAccuracy(from_logits=True), _metrics.NegativeLogLikelihood(from_logits=True)],
         )
     return model
+
+
+def network(config: RunConfig, splits):
+    """A new, uncompiled network of `config` for `splits`: the user's `build_model(K)`, else the named one with the
+    recipe's weight decay on its kernels."""
+    if config.build_model is not None:
+        return config.build_model(splits.num_classes)
+    return models.build(config.model_name, splits.num_classes, splits.input_shape, config.recipe.weight_decay)
 
 
 def train_model(

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 
-from keras_ils import methods, tuning
+import keras
+
+from keras_ils import _outputs, methods, tuning
 from keras_ils._files import staged_directory
 from keras_ils.experiments.engine import students
 from keras_ils.experiments.main_job import engine_path, keras_path
@@ -82,6 +84,8 @@ def run(splits, config: RunConfig) -> dict:
 def _check_model(setup):
     """Builds the model once on the data's shape, so a name or shape it cannot take fails before anything is written."""
     config, splits = setup.config, setup.splits
+    if config.build_model is not None:
+        return _check_built_model(config.build_model, splits)
     try:
         models.build(config.model_name, splits.num_classes, splits.input_shape)
     except (ValueError, TypeError) as error:
@@ -89,6 +93,36 @@ def _check_model(setup):
             f"Invalid value for argument `--model` (model). {config.model_name!r} cannot take {splits.name}'s "
             f"examples, shaped {tuple(splits.input_shape)} with {splits.num_classes} classes: {error}"
         ) from error
+
+
+def _check_built_model(build_model, splits):
+    """`build_model(K)` must return a Keras model that takes one batch of the data's examples and outputs `[n, K]`
+    logits: refused before anything trains, naming what is wrong."""
+    model = build_model(splits.num_classes)
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"Argument `build_model` must return a keras.Model; build_model({splits.num_classes}) returned "
+            f"{type(model).__name__}."
+        )
+    if _outputs.model_ends_in_softmax(model):
+        raise ValueError(
+            f"Argument `build_model`: its model ends in a softmax; the comparison trains on logits (every loss "
+            f"and calibrator reads them). Remove the softmax (e.g. Dense({splits.num_classes}) without "
+            "activation); keras_ils.calibrate and evaluate read softmax models, training does not."
+        )
+    batch = next(iter(splits.validation.batch(2)))[0]
+    try:
+        outputs = model(batch)
+    except Exception as error:  # noqa: BLE001  (whatever the user's model raises on the data, said with the data)
+        raise ValueError(
+            f"Argument `build_model`: its model cannot take {splits.name}'s examples, shaped "
+            f"{tuple(splits.input_shape)}: {type(error).__name__}: {error}"
+        ) from error
+    if tuple(outputs.shape)[1:] != (splits.num_classes,):
+        raise ValueError(
+            f"Argument `build_model`: its model must output [n, {splits.num_classes}] logits for "
+            f"{splits.num_classes} classes; it outputs shape {tuple(outputs.shape)}."
+        )
 
 
 def _check_run(setup, engine):

@@ -18,9 +18,19 @@ from keras_ils.experiments.main_job.config import CALIBRATORS
 from keras_ils.experiments.main_job.fitting import calibrated, warnings_of
 from keras_ils.experiments.reporting import results as result_files
 
-__all__ = ["TEST_NLL_FILE", "Report", "record_calibrated", "record_student", "row"]
+__all__ = ["TEST_NLL_FILE", "Report", "model_file", "record_calibrated", "record_student", "row", "slug"]
 
 TEST_NLL_FILE = "test_nll.npz"  # {row name: [n_test] per-example test NLL}
+
+
+def slug(name: str) -> str:
+    """A row's name in its files' names: `"ILS + TempS"` -> `"ils_plus_temps"`."""
+    return name.lower().replace(" ", "_").replace("+", "plus")
+
+
+def model_file(name: str) -> str:
+    """The file a row's model is saved in, e.g. `model_ils_plus_temps.keras`."""
+    return f"model_{slug(name)}.keras"
 
 
 def row(name, fit, hyperparameters, result):
@@ -50,11 +60,10 @@ class Report:
         probabilities, log_probabilities = evaluation.probabilities(outputs)
         labels = np.asarray(labels)
         self.example_nll[name] = -log_probabilities[np.arange(len(labels)), labels].astype(np.float64)
-        slug = name.lower().replace(" ", "_").replace("+", "plus")
         plots.reliability_diagram(
-            probabilities, labels, os.path.join(self.staging, f"reliability_{slug}.png"), title=name
+            probabilities, labels, os.path.join(self.staging, f"reliability_{slug(name)}.png"), title=name
         )
-        taking_stored_features(model, self.splits).save(os.path.join(self.staging, f"model_{slug}.keras"))
+        taking_stored_features(model, self.splits).save(os.path.join(self.staging, model_file(name)))
         self.curves[name] = evaluation.top_label_bins(probabilities, labels)
         self.rows.append({**row(name, fit, hyperparameters_used, result), **extra})
         self.progress.scored()
