@@ -98,8 +98,7 @@ def array_splits(
     num_classes = npz._checked_classes(y, y, num_classes, name)
     if x.ndim == 3:  # grey images without a channel axis
         x = x[..., None]
-    rest, test = stratified_split(y, num_classes, test_fraction, seed)
-    check_split(name, np.bincount(y[rest], minlength=num_classes), np.bincount(y[test], minlength=num_classes), _ADVICE)
+    rest, test = stratified_split(y, num_classes, test_fraction, seed)  # never all of a class: every class stays
     train, validation = (rest[rows] for rows in stratified_split(y[rest], num_classes, validation_fraction, seed))
     check_split(
         name, np.bincount(y[train], minlength=num_classes), np.bincount(y[validation], minlength=num_classes), _ADVICE
