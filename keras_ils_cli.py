@@ -78,7 +78,18 @@ _TEMPERATURE_FIT_HELP = (
 
 
 def _add_common_arguments(parser):
-    parser.add_argument("--dataset", default="synthetic", help="'synthetic' (default), 'tfds:NAME' or PATH.npz")
+    parser.add_argument(
+        "--dataset",
+        default="synthetic",
+        help="'synthetic' (default), 'tfds:NAME', PATH.npz, or PATH.csv (a table with a header line; give --target)",
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        metavar="COLUMN",
+        help="for a .csv --dataset: the column to predict (its distinct values are the classes; the other columns "
+        "are typed with keras.utils.FeatureSpace, and the saved models take the raw columns)",
+    )
     parser.add_argument("--data-dir", default=None, help="tensorflow-datasets data directory")
     parser.add_argument(
         "--model",

@@ -2,8 +2,9 @@
 
 | module        | what it holds                                                                    |
 |---------------|----------------------------------------------------------------------------------|
-| `datasets`    | `load(spec)`: `"synthetic"`, `"tfds:NAME"` or a `.npz`; `load_synthetic`          |
+| `datasets`    | `load(spec)`: `"synthetic"`, `"tfds:NAME"`, `.npz`, `.csv`; `load_synthetic`     |
 | `npz`         | `load_npz`: a user's `.npz`, read and checked array by array                     |
+| `tabular`     | `table_splits`: a CSV file or a DataFrame, its columns typed by a FeatureSpace   |
 | `tfds_loader` | `load_tfds`: a tensorflow-datasets dataset with a validation split               |
 | `splits`      | `Splits`, the stratified split and its checks, the standardisation               |
 | `synthetic`   | the synthetic task of the paper's §3: `make_dataset`, the Bayes-optimal model    |
@@ -12,6 +13,16 @@
 from keras_ils.experiments.data.datasets import load, load_synthetic
 from keras_ils.experiments.data.npz import load_npz
 from keras_ils.experiments.data.splits import SmallValidationWarning, Splits
+from keras_ils.experiments.data.tabular import model_inputs, table_splits
 from keras_ils.experiments.data.tfds_loader import load_tfds
 
-__all__ = ["SmallValidationWarning", "Splits", "load", "load_npz", "load_synthetic", "load_tfds"]
+__all__ = [
+    "SmallValidationWarning",
+    "Splits",
+    "load",
+    "load_npz",
+    "load_synthetic",
+    "load_tfds",
+    "model_inputs",
+    "table_splits",
+]

@@ -1,4 +1,4 @@
-"""Datasets by name for the command line: the synthetic task, any tfds name, or a user's `.npz`.
+"""Datasets by name for the command line: the synthetic task, any tfds name, a user's `.npz` or `.csv` table.
 
 Every loader returns `Splits`: unbatched `(x, y)` datasets in a fixed order,
 features as float32 (images standardised per channel with training-set
@@ -8,6 +8,9 @@ Inputs are checked before anything is built: a `.npz` whose arrays cannot
 carry the method (missing, empty, 1-D or non-numeric features, NaN or inf,
 labels that are not class indices `0..K-1` each with training examples,
 rows and labels of different lengths) is a `ValueError` that names the array.
+A `.csv` table (`tabular.table_splits`, with the `target` column to predict)
+gets one naming the column: missing values, an unknown target, a one-class
+target, no feature column that varies.
 
 Validation splits. The validation split is where the teacher's temperature
 `T*` is fitted, where every model's best epoch is chosen and where
@@ -39,6 +42,7 @@ from keras_ils.experiments.data.splits import (
     check_known_classes,
     check_num_classes,
 )
+from keras_ils.experiments.data.tabular import table_splits
 from keras_ils.experiments.data.tfds_loader import load_tfds
 
 
@@ -59,6 +63,19 @@ def load_synthetic(seed: int = 0, n_train: int = 50, n_validation: int = 50, n_t
     return Splits(make(train), make(validation), make(test), synthetic.NUM_CLASSES, (2,), "synthetic", groups)
 
 
+def _check_target(spec: str, target) -> None:
+    """A `.csv` table needs the `target` column's name; no other dataset takes one."""
+    if spec.endswith(".csv") and (not isinstance(target, str) or not target):
+        raise ValueError(
+            "Invalid value for argument `target`. Expected the name of the column to predict of the table "
+            f"{spec!r} (on the command line: --target COLUMN). Received: target={target!r}"
+        )
+    if target is not None and not spec.endswith(".csv"):
+        raise ValueError(
+            f"Argument `target` applies to .csv tables only. Received: target={target!r} for dataset {spec!r}"
+        )
+
+
 def load(
     spec: str,
     *,
@@ -68,13 +85,15 @@ def load(
     num_classes: int | None = None,
     validation_size: int | None = None,
     train_splits: tuple = ("train",),
+    target: str | None = None,
 ) -> Splits:
-    """`"synthetic"`, `"tfds:NAME"` or a path ending in `.npz`.
+    """`"synthetic"`, `"tfds:NAME"`, a path ending in `.npz`, or one ending in `.csv` with a `target` column.
 
-    `validation_fraction` (default 20 %) applies to tfds and `.npz` data; the
-    synthetic task has its own validation set (50 per class). `num_classes`,
-    when given, must match the synthetic task's 3 and a tfds dataset's count,
-    and bounds the labels of a `.npz`. `validation_size` and `train_splits`
+    `validation_fraction` (default 20 %) applies to tfds, `.npz` and `.csv`
+    data (for a table, the share of the rows left once its test set, 20 %, is
+    set aside); the synthetic task has its own validation set (50 per class).
+    `num_classes`, when given, must match the synthetic task's 3, a tfds
+    dataset's and a table's count, and bounds the labels of a `.npz`. `validation_size` and `train_splits`
     are `load_tfds`'s (tfds only): `load("tfds:svhn_cropped",
     train_splits=("train", "extra"), validation_size=6000)` is the paper's
     598K/6K SVHN split.
@@ -85,6 +104,7 @@ def load(
     'synthetic'
     """
     check_num_classes(num_classes)
+    _check_target(spec, target)
     if not spec.startswith("tfds:") and (validation_size is not None or tuple(train_splits) != ("train",)):
         raise ValueError(
             f"`validation_size` and `train_splits` apply to tfds datasets only. Received: validation_size="
@@ -105,8 +125,13 @@ def load(
         )
     if spec.endswith(".npz"):
         return load_npz(spec, validation_fraction=validation_fraction, seed=seed, num_classes=num_classes)
+    if spec.endswith(".csv"):
+        splits = table_splits(spec, target, validation_fraction=validation_fraction, seed=seed)
+        check_known_classes(spec, splits.num_classes, num_classes)
+        return splits
     raise ValueError(
-        f"Unknown dataset {spec!r}. Expected 'synthetic', 'tfds:NAME' (e.g. tfds:cifar10) or a path to a .npz file."
+        f"Unknown dataset {spec!r}. Expected 'synthetic', 'tfds:NAME' (e.g. tfds:cifar10), a path to a .npz file or "
+        "a path to a .csv file (with `target`)."
     )
 
 
@@ -120,4 +145,5 @@ __all__ = [
     "load_npz",
     "load_synthetic",
     "load_tfds",
+    "table_splits",
 ]

@@ -32,6 +32,12 @@ class Splits(NamedTuple):
             images): `(stored - mean) / scale`; `None` when they are used as
             stored. `preprocessing_layer` makes it a Keras layer, so a saved
             model can take the stored features.
+        feature_space: for a table (`tabular.table_splits`), the adapted
+            `keras.utils.FeatureSpace` that encodes its raw columns (a dict
+            `{column: values}`) as the splits' features; `None` otherwise.
+        class_names: the target's class names, class `i` being
+            `class_names[i]` (a table's sorted distinct target values);
+            `None` when the labels are class indices already.
     """
 
     train: tf.data.Dataset
@@ -42,6 +48,8 @@ class Splits(NamedTuple):
     name: str
     test_groups: dict  # {name: boolean mask over the test set}, e.g. the synthetic dense/sparse split
     preprocessing: dict | None = None  # {"mean": [...], "scale": [...]}: (stored - mean) / scale, per feature
+    feature_space: keras.utils.FeatureSpace | None = None  # a table's raw columns -> the features
+    class_names: tuple | None = None  # class i's name, e.g. a table's target value
 
     @property
     def is_image(self) -> bool:
@@ -53,9 +61,9 @@ class SmallValidationWarning(UserWarning):
     """A class with fewer than `MIN_VALIDATION_PER_CLASS` validation examples."""
 
 
-def check_fraction(validation_fraction: float) -> None:
-    """`validation_fraction` must be a float in (0, 1) (a `ValueError` naming it otherwise)."""
-    number_in("validation_fraction", validation_fraction, 0, 1, low_open=True, high_open=True)
+def check_fraction(fraction: float, name: str = "validation_fraction") -> None:
+    """`fraction` must be a float in (0, 1) (a `ValueError` naming the argument `name` otherwise)."""
+    number_in(name, fraction, 0, 1, low_open=True, high_open=True)
 
 
 def check_num_classes(num_classes: int | None) -> None:
@@ -184,8 +192,15 @@ def preprocessing_layer(preprocessing: dict | None):
 
 
 def taking_stored_features(model, splits):
-    """`model` preceded by the data's preprocessing (`Splits.preprocessing`), so that the saved model takes the
-    features as the data file stores them; `model` itself when the features are used as stored."""
+    """`model` preceded by the data's preprocessing, so that the saved model takes the features as the data stores
+    them; `model` itself when the features are used as stored.
+
+    The preprocessing is `Splits.preprocessing`'s standardisation, or for a
+    table `Splits.feature_space`: the wrapped model then takes the table's raw
+    columns, a dict `{column: [n] values}`, as Keras' FeatureSpace models do.
+    """
+    if splits.feature_space is not None:
+        return _taking_raw_columns(model, splits.feature_space)
     layer = preprocessing_layer(splits.preprocessing)
     if layer is None:
         return model
@@ -193,25 +208,42 @@ def taking_stored_features(model, splits):
     return keras.Model(inputs, model(layer(inputs)), name=model.name)
 
 
+def _taking_raw_columns(model, feature_space):
+    """`model` preceded by `feature_space`'s encoding, a sub-model named "preprocessing", on one input per column."""
+    columns = feature_space.get_inputs()
+    preprocessing = keras.Model(columns, feature_space.get_encoded_features(), name="preprocessing")
+    inputs = {key: keras.Input(shape=(1,), dtype=column.dtype, name=key) for key, column in columns.items()}
+    if model.name in inputs:  # a functional model's layer names are unique: a column named like the model
+        model = keras.Sequential([model], name=f"{model.name}_model")
+    return keras.Model(inputs, model(preprocessing(inputs)), name=model.name)
+
+
 def as_trained(saved):
     """The model inside a saved `taking_stored_features` model, which takes the splits' (preprocessed) features."""
-    wraps = len(saved.layers) == 3 and saved.layers[1].name == "preprocessing"
-    return saved.layers[2] if wraps else saved
+    wraps = len(saved.layers) >= 3 and saved.layers[-2].name == "preprocessing"
+    return saved.layers[-1] if wraps else saved
 
 
-def _class_list(counts, classes, limit=8):
+def _class(c, class_names=None) -> str:
+    """'class 2', or "class 2 ('setosa')" where the classes have names."""
+    return f"class {c}" if class_names is None else f"class {c} ({class_names[c]!r})"
+
+
+def _class_list(counts, classes, limit=8, class_names=None):
     """'class 2 (3), class 5 (1)' for the first `limit` classes, then '... and N more'."""
-    shown = ", ".join(f"class {c} ({int(counts[c])})" for c in classes[:limit])
+    shown = ", ".join(f"{_class(c, class_names)} ({int(counts[c])})" for c in classes[:limit])
     return shown + (f" and {len(classes) - limit} more" if len(classes) > limit else "")
 
 
-def check_split(source: str, train_counts, validation_counts, advice: str) -> None:
+def check_split(source: str, train_counts, validation_counts, advice: str, class_names=None) -> None:
     """Every class in training and validation (else ValueError), >= 5 validation examples (else UserWarning).
 
     Args:
         source: the dataset's name in the messages.
         train_counts, validation_counts: `[K]` examples per class in each split.
         advice: what the user can do, appended to the messages.
+        class_names: `[K]` names the messages give beside the class
+            indices. Defaults to `None`: indices only.
 
     Raises:
         ValueError: a class with no training or no validation example.
@@ -230,7 +262,8 @@ temperature T* and the model selection need every class in both splits. More dat
             c, others = int(absent[0]), absent[1:].tolist()
             more = f", nor of classes {others[:8]}{' ...' if len(others) > 8 else ''}" if others else ""
             raise ValueError(
-                f"{source}: the {split} split has no example of class {c} (training {int(train_counts[c])}, "
+                f"{source}: the {split} split has no example of {_class(c, class_names)} (training "
+                f"{int(train_counts[c])}, "
                 f"validation {int(validation_counts[c])}){more}. The teacher's temperature T* and the model "
                 "selection need every class in both splits." + (f" {advice}" if split == "validation" else "")
             )
@@ -238,9 +271,9 @@ temperature T* and the model selection need every class in both splits. More dat
     if len(few):
         warnings.warn(
             f"{source}: the validation split has fewer than {MIN_VALIDATION_PER_CLASS} examples of "
-            f"{_class_list(validation_counts, few)}. The teacher's temperature T*, each model's best epoch and "
-            "the hyperparameter choice rest on that many examples of those classes, so expect noisy "
-            f"calibration for them. {advice}",
+            f"{_class_list(validation_counts, few, class_names=class_names)}. The teacher's temperature T*, each "
+            "model's best epoch and the hyperparameter choice rest on that many examples of those classes, so expect "
+            f"noisy calibration for them. {advice}",
             SmallValidationWarning,
             stacklevel=3,
         )
@@ -279,6 +312,39 @@ def stratified_split(y, num_classes: int, validation_fraction: float, seed: int)
     return rng.permutation(np.concatenate(train_rows)), rng.permutation(np.concatenate(validation_rows))
 
 
+def split_rows(
+    y, num_classes: int, *, test_fraction: float, validation_fraction: float, seed: int, source: str, class_names=None
+) -> tuple:
+    """`(train_rows, validation_rows, test_rows)`: a seeded stratified test split, then validation from the rest.
+
+    `test_fraction` is the test set's share of all rows, `validation_fraction`
+    validation's share of the rest, both drawn by `stratified_split` with
+    `seed`. A class needs three rows, one for each split: one with fewer is a
+    `ValueError` from `check_split` (a class that is short of validation
+    examples is short of training ones too).
+
+    Example:
+
+    >>> y = np.array([0] * 50 + [1] * 25)
+    >>> train, validation, test = split_rows(y, 2, test_fraction=0.2, validation_fraction=0.25, seed=0,
+    ...                                      source="t.csv")
+    >>> [np.bincount(y[rows]).tolist() for rows in (train, validation, test)]
+    [[30, 15], [10, 5], [10, 5]]
+    """
+    check_fraction(test_fraction, "test_fraction")
+    check_fraction(validation_fraction)
+    rest, test = stratified_split(y, num_classes, test_fraction, seed)
+    train, validation = (rest[rows] for rows in stratified_split(y[rest], num_classes, validation_fraction, seed))
+    check_split(
+        source,
+        np.bincount(y[train], minlength=num_classes),
+        np.bincount(y[validation], minlength=num_classes),
+        "Give the rare classes more examples (each class needs 3 or more: one for training, validation and test).",
+        class_names,
+    )
+    return train, validation, test
+
+
 __all__ = [
     "DEFAULT_VALIDATION_FRACTION",
     "MIN_VALIDATION_PER_CLASS",
@@ -291,6 +357,7 @@ __all__ = [
     "feature_statistics",
     "as_trained",
     "preprocessing_layer",
+    "split_rows",
     "standardise",
     "stratified_split",
     "taking_stored_features",
