@@ -32,7 +32,7 @@ __all__ = ["COMPARISON_FILES", "Comparison", "compare"]
 
 # what a comparison of several seeds writes beside its `seed<k>/` folders (each a single run's result set)
 COMPARISON_FILES = ("seed*", "summary.json", "comparison.png", "verdict.json", "verdict.md", "cd_*.png")
-_SCORES = ("accuracy", "nll", "ece", "smooth_ece", "cwece")
+_SCORES = ("accuracy", "nll", "ece", "smooth_ece", "cwece", "aurc")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +69,11 @@ class Comparison:
             record = {"model": name, **{m: float(v.mean()) for m, v in values.items()}}
             if len(self.runs) > 1:
                 record.update({f"{m}_std": float(v.std(ddof=1)) for m, v in values.items()})
+            for method in ("lac", "aps"):
+                if "conformal" in self.runs[0]["rows"][i]:
+                    for score in ("coverage", "mean_set_size"):
+                        values = [run["rows"][i]["conformal"][method][score] for run in self.runs]
+                        record[f"{method}_{score}"] = float(np.mean(values))
             records.append(record)
         try:
             import pandas
@@ -223,6 +228,7 @@ def compare(
     epochs: int | None = None,
     batch_size: int | None = None,
     num_classes: int | None = None,
+    conformal: float | None = None,
     output_dir: str | None = None,
     verbose: int = 0,
     log: Callable[[str], object] | None = print,
@@ -265,6 +271,10 @@ def compare(
             of searching its grid.
         epochs, batch_size: replace the training recipe's.
         num_classes: `K`; defaults to one more than the largest label.
+        conformal: `alpha` in `(0, 1)`: every row also gets split conformal
+            prediction sets (LAC and APS) calibrated on the validation split,
+            and the table their test coverage and mean set size at `1 - alpha`
+            (`keras_ils.conformal`); AURC is always in it.
         output_dir: where the results go (replaced whole by a new comparison);
             defaults to a temporary directory.
         verbose: Keras `fit` verbosity.
@@ -295,6 +305,7 @@ def compare(
         calibrators=chosen_calibrators,
         hyperparameters={},
         tune=tune,
+        conformal=conformal,
         epochs=epochs,
         batch_size=batch_size,
         verbose=verbose,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from keras_ils import methods
-from keras_ils._checks import integer_at_least, invalid
+from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.calibration import ESTIMATORS
 from keras_ils.experiments.engine import students
 from keras_ils.experiments.engine.training import Recipe
@@ -46,7 +46,7 @@ DEFAULT_HYPERPARAMETERS = {
 # a run's result set (replaced whole on re-runs): tables, figures, and every model as `.keras`
 RESULT_FILES = (
     "results.json", "results.csv", "test_nll.npz", "reliability_*.png", "comparison.png", "model_*.keras",
-    "verdict.json", "verdict.md",
+    "verdict.json", "verdict.md", "test_set_sizes.npz",
 )  # fmt: skip
 
 # `RunConfig.calibrators`: the post-hoc calibrations each model can get, by their one id, the calibration
@@ -130,6 +130,10 @@ class RunConfig:
             (`"temperature"`) and one row per other method, named by
             `CALIBRATORS` ("+ VS", "+ Dir", "+ Isotonic", ...). Defaults
             to `("temperature",)`.
+        conformal: `alpha`, in `(0, 1)`, to give every row split conformal
+            prediction sets (LAC and APS, `keras_ils.conformal`) calibrated
+            on the validation split at coverage `1 - alpha`, scored on the
+            test split (coverage, mean set size); `None` (default): none.
         directory: the KerasTuner searches' directory (resumable). Defaults
             to `None`: `OUTPUT_DIR/search`.
         log: a function taking each line of progress (e.g. `print`), or
@@ -169,6 +173,7 @@ methods=('mixup',)
     temperature_estimator: Literal["map", "mle", "authors"] = "map"
     teacher_folds: int = 1
     calibrators: tuple[str, ...] = ("temperature",)
+    conformal: float | None = None
     directory: str | None = None
     log: Callable[[str], Any] | None = None
     algorithm: Literal["grid", "random", "bayesian", "hyperband"] = "grid"
@@ -196,6 +201,8 @@ methods=('mixup',)
         if not calibrators or any(c not in CALIBRATORS for c in calibrators):
             raise invalid("calibrators", f"a non-empty subset of {tuple(CALIBRATORS)}", self.calibrators)
         object.__setattr__(self, "calibrators", calibrators)
+        if self.conformal is not None:
+            number_in("conformal", self.conformal, 0, 1, low_open=True, high_open=True)
         if self.engine not in ENGINES:
             raise invalid("engine", f"one of {ENGINES}", self.engine)
         for name in ("epochs", "batch_size"):

@@ -74,7 +74,7 @@ def run(splits, config: RunConfig) -> dict:
     _check_run(setup, engine)
     progress = Progress(_planned_fits(setup, engine), config.verbose, config.log or print)
     with staged_directory(config.output_dir, RESULT_FILES) as staging:
-        report = Report(splits, staging, progress)
+        report = Report(splits, staging, progress, config.conformal)
         search_space = config.search_space if isinstance(config.search_space, str) else "custom"
         header = engine_path.run_engine(setup, report) if engine else keras_path.run_keras(setup, report)
         settings = dict(tuned=config.tune, search_space=search_space)
@@ -207,7 +207,7 @@ def tune(splits, config: RunConfig) -> dict:
     }
     progress = Progress(1 + sum(planned.values()), config.verbose)
     with staged_directory(config.output_dir, RESULT_FILES) as staging:
-        report = Report(splits, staging, progress)
+        report = Report(splits, staging, progress, config.conformal)
         teacher_scaled, teacher_fit = keras_path.teacher_stage(setup, report, saved_at=teacher_path)
         for method in config.methods:
             fits = [progress.fits(methods.get(method).name, planned[method])]

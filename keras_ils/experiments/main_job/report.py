@@ -1,16 +1,20 @@
 """The main job's rows: each model scored on the test set, its reliability diagram and `.keras` file.
 
 Beside `results.json`, `test_nll.npz` holds every row's per-example test NLL (`-log p_y`, float64, the test
-set's order; one array per row, keyed by the row's name): what the paired verdict compares.
+set's order; one array per row, keyed by the row's name): what the paired verdict compares. With
+`RunConfig.conformal = alpha`, every row also gets split conformal prediction sets (LAC and APS,
+`keras_ils.conformal`) calibrated on the validation split: its `"conformal"` entry holds their test coverage
+and mean size, and `test_set_sizes.npz` each test example's set size, keyed `"lac:ROW"` and `"aps:ROW"`.
 """
 
 from __future__ import annotations
 
 import os
 
+import keras
 import numpy as np
 
-from keras_ils import data, evaluation, plots
+from keras_ils import conformal, data, evaluation, plots
 from keras_ils.calibration import calibrate
 from keras_ils.experiments.data.splits import taking_stored_features
 from keras_ils.experiments.engine import training
@@ -18,9 +22,21 @@ from keras_ils.experiments.main_job.config import CALIBRATORS
 from keras_ils.experiments.main_job.fitting import calibrated, warnings_of
 from keras_ils.experiments.reporting import results as result_files
 
-__all__ = ["TEST_NLL_FILE", "Report", "model_file", "record_calibrated", "record_student", "row", "slug"]
+__all__ = [
+    "CONFORMAL_METHODS",
+    "TEST_NLL_FILE",
+    "TEST_SET_SIZES_FILE",
+    "Report",
+    "model_file",
+    "record_calibrated",
+    "record_student",
+    "row",
+    "slug",
+]
 
 TEST_NLL_FILE = "test_nll.npz"  # {row name: [n_test] per-example test NLL}
+TEST_SET_SIZES_FILE = "test_set_sizes.npz"  # {"lac:ROW" / "aps:ROW": [n_test] per-example set size}
+CONFORMAL_METHODS = ("lac", "aps")  # the prediction sets every row gets with `RunConfig.conformal`
 
 
 def slug(name: str) -> str:
@@ -48,10 +64,11 @@ def row(name, fit, hyperparameters, result):
 class Report:
     """Scores models on the test set; keeps their rows and reliability diagrams in the staging directory."""
 
-    def __init__(self, splits, staging, progress):
-        self.splits, self.staging, self.progress = splits, staging, progress
+    def __init__(self, splits, staging, progress, conformal=None):
+        self.splits, self.staging, self.progress, self.conformal = splits, staging, progress, conformal
         self.test = training.evaluation_pipeline(splits.test)
-        self.rows, self.curves, self.example_nll = [], {}, {}
+        self.validation = training.evaluation_pipeline(splits.validation) if conformal is not None else None
+        self.rows, self.curves, self.example_nll, self.set_sizes = [], {}, {}, {}
 
     def record(self, name, fit, model, hyperparameters_used, **extra):
         """A model's row: test scores, reliability diagram, the model saved as `.keras`, progress."""
@@ -65,8 +82,25 @@ class Report:
         )
         taking_stored_features(model, self.splits).save(os.path.join(self.staging, model_file(name)))
         self.curves[name] = evaluation.top_label_bins(probabilities, labels)
+        if self.conformal is not None:
+            extra = {**extra, "conformal": self._prediction_sets(name, model, outputs, labels)}
         self.rows.append({**row(name, fit, hyperparameters_used, result), **extra})
         self.progress.scored()
+
+    def _prediction_sets(self, name, model, test_outputs, test_labels) -> dict:
+        """`{"alpha", method: {"coverage", "mean_set_size"}}` of LAC and APS sets calibrated on the validation
+        split, scored on the test split; each test example's set size kept for `test_set_sizes.npz`."""
+        validation_outputs, validation_labels = data.predict_with_labels(model, self.validation)
+        found = {"alpha": self.conformal}
+        for method in CONFORMAL_METHODS:
+            layer = conformal.fit_conformal(method, validation_outputs, validation_labels, alpha=self.conformal)
+            sets = keras.ops.convert_to_numpy(layer(test_outputs))
+            found[method] = {
+                "coverage": conformal.coverage(sets, test_labels),
+                "mean_set_size": conformal.mean_set_size(sets),
+            }
+            self.set_sizes[f"{method}:{name}"] = sets.sum(axis=-1).astype(np.float64)
+        return found
 
     def write(self, header: dict) -> dict:
         """`results.json` (header + rows) and `results.csv`; returns the results."""
@@ -79,6 +113,8 @@ class Report:
         results = {**header, "preprocessing": preprocessing, "rows": self.rows, "reliability_bins": bins}
         result_files.write(results, self.staging)
         np.savez(os.path.join(self.staging, TEST_NLL_FILE), **self.example_nll)
+        if self.set_sizes:
+            np.savez(os.path.join(self.staging, TEST_SET_SIZES_FILE), **self.set_sizes)
         scores = {row["model"]: {c: row["all"][c] for c in result_files.FIGURE_SCORES} for row in self.rows}
         title = f"{header['dataset']} / {header['model']}"
         plots.comparison(self.curves, scores, os.path.join(self.staging, "comparison.png"), title=title)

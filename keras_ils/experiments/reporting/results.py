@@ -29,9 +29,11 @@ def write(results: dict, directory: str) -> None:
 
 def write_csv(rows: list, path: str) -> None:
     """The rows as CSV: names, calibration fit, hyperparameters (JSON) and every score of every test group."""
-    groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g != "hyperparameters"]
+    groups = [g for g in rows[0] if isinstance(rows[0][g], dict) and g not in ("hyperparameters", "conformal")]
     header = ["model", "temps", "temperature", "temperature_status", "validation_examples", "hyperparameters"]
     header += [f"{g}_{c}" if g != "all" else c for g in groups for c in (*evaluation.COLUMNS, "count")]
+    sets = [(m, s) for m in rows[0].get("conformal", {}) if m != "alpha" for s in ("coverage", "mean_set_size")]
+    header += [f"{method}_{score}" for method, score in sets]
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(header)
@@ -40,6 +42,7 @@ def write_csv(rows: list, path: str) -> None:
             values = [row["model"], row["temps"], temperature, row["temperature_status"] or ""]
             values += [row["validation_examples"] or "", json.dumps(row["hyperparameters"])]
             values += [row[g][c] for g in groups for c in (*evaluation.COLUMNS, "count")]
+            values += [row["conformal"][method][score] for method, score in sets]
             writer.writerow(values)
 
 

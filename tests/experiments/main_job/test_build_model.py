@@ -1,14 +1,17 @@
 """Your own network in the main job: `RunConfig(build_model=...)`, checked before training, searched by KerasTuner."""
 
+import csv
 import json
 import warnings
 
 import keras
 import numpy as np
 import pytest
+from scipy.special import softmax
 
 from keras_ils.calibration import TemperatureFitWarning
 from keras_ils.experiments.data.arrays import array_splits
+from keras_ils.experiments.data.splits import as_trained
 from keras_ils.experiments.main_job import pipeline
 from keras_ils.experiments.main_job.config import CUSTOM_RECIPE, RunConfig
 
@@ -28,7 +31,8 @@ def tiny_net(num_classes):
 
 
 @pytest.mark.parametrize(
-    "tune", [False, pytest.param(True, marks=pytest.mark.slow)]  # slow: a KerasTuner search (about 20 s idle)
+    "tune",
+    [False, pytest.param(True, marks=pytest.mark.slow)],  # slow: a KerasTuner search (about 20 s idle)
 )
 def test_the_users_network_is_trained_searched_and_saved(splits, tmp_path, tune):
     config = RunConfig(
@@ -39,6 +43,7 @@ def test_the_users_network_is_trained_searched_and_saved(splits, tmp_path, tune)
         search="full",
         search_space={"epsilon": (0.05, 0.1)},
         epochs=2,
+        conformal=0.2,
         log=lambda line: None,
     )
     with warnings.catch_warnings():
@@ -53,6 +58,30 @@ def test_the_users_network_is_trained_searched_and_saved(splits, tmp_path, tune)
     assert "mine" in [layer.name for layer in saved.layers[-1].layers]  # the user's layers, behind the preprocessing
     stored = json.loads((tmp_path / "out" / "results.json").read_text())
     assert stored["rows"][2]["all"]["nll"] == pytest.approx(rows["LS"]["all"]["nll"])
+    _check_lac_sets(splits, as_trained(saved), rows["LS"]["conformal"], tmp_path / "out", alpha=0.2)
+    with open(tmp_path / "out" / "results.csv") as file:
+        table = list(csv.DictReader(file))
+    assert float(table[2]["lac_mean_set_size"]) == pytest.approx(rows["LS"]["conformal"]["lac"]["mean_set_size"])
+
+
+def _arrays(dataset):
+    x, y = zip(*dataset.as_numpy_iterator(), strict=True)
+    return np.stack(x), np.array(y)
+
+
+def _check_lac_sets(splits, model, found, directory, alpha):
+    """LAC written out: the ceil((n + 1)(1 - alpha))-th smallest validation score 1 - p_y is the threshold."""
+    (x_val, y_val), (x_test, y_test) = _arrays(splits.validation), _arrays(splits.test)
+    p_val, p_test = (softmax(model.predict(x, verbose=0), axis=1) for x in (x_val, x_test))
+    scores = np.sort(1.0 - p_val[np.arange(len(y_val)), y_val])
+    threshold = scores[int(np.ceil((len(scores) + 1) * (1 - alpha))) - 1]
+    sets = (1.0 - p_test) <= threshold + 1e-6
+    assert found["alpha"] == alpha
+    assert found["lac"]["coverage"] == pytest.approx(sets[np.arange(len(y_test)), y_test].mean())
+    assert found["lac"]["mean_set_size"] == pytest.approx(sets.sum(axis=1).mean())
+    assert 0 < found["aps"]["mean_set_size"] <= splits.num_classes
+    with np.load(directory / "test_set_sizes.npz") as sizes:
+        np.testing.assert_array_equal(sizes["lac:LS"], sets.sum(axis=1))
 
 
 @pytest.mark.parametrize(
