@@ -259,27 +259,32 @@ def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp
             assert row[metric]["mean"] == pytest.approx(values.mean())
             assert row[metric]["std"] == pytest.approx(np.std(values, ddof=1))
     assert (out / "comparison.png").exists() and (out / "seed4" / "model_ls_plus_temps.keras").exists()
-    # the verdict: each metric's average rank over the seeds (scipy's ranks per seed, ties averaged) and Friedman
+    # the verdict: each row's per-example test NLL minus No LS + TempS's, pooled over the seeds, blocked by seed:
+    # SE = sqrt(sum_s n_s var_s) / N on N - S degrees of freedom (Student t)
     found = json.loads((out / "verdict.json").read_text())
-    assert found["seeds"] == [3, 4, 5] and list(found["metrics"]) == ["nll", "ece", "smooth_ece", "accuracy"]
-    for metric, sign in (("nll", 1), ("ece", 1), ("smooth_ece", 1), ("accuracy", -1)):
-        table = np.array([[sign * r["rows"][i]["all"][metric] for i in range(4)] for r in per_seed])
-        want = dict(zip(names, stats.rankdata(table, axis=1).mean(axis=0), strict=True))
-        assert found["metrics"][metric]["average_ranks"] == pytest.approx(want)
-        if np.ptp(table, axis=1).all():  # scipy's Friedman test needs some spread in every seed
-            friedman = stats.friedmanchisquare(*table.T).pvalue
-            assert found["metrics"][metric]["friedman_pvalue"] == pytest.approx(friedman, rel=1e-6)
-    assert sorted(p.name for p in out.glob("cd_*.png")) == [
-        f"cd_{m}.png" for m in ("accuracy", "ece", "nll", "smooth_ece")
-    ]
-    nll = found["metrics"]["nll"]["average_ranks"]
-    leaders = [name for name in names if np.isclose(nll[name], min(nll.values()))]
-    sentence = f"NLL: best is {leaders[0]} (average rank" if len(leaders) == 1 else f"NLL: {', '.join(leaders)} share"
-    assert sentence in (out / "verdict.md").read_text()
+    assert found["reference"] == "No LS + TempS" and found["seeds"] == 3
+    rows = found["families"]["training methods"]
+    assert list(found["families"]) == ["training methods"] and sorted(rows["rows"]) == ["LS", "LS + TempS", "No LS"]
+    example = [dict(np.load(out / f"seed{s}" / "test_nll.npz")) for s in (3, 4, 5)]
+    for row in ("No LS", "LS", "LS + TempS"):
+        d = [e[row].astype(np.float64) - e["No LS + TempS"] for e in example]
+        n = sum(len(x) for x in d)
+        mean, se = np.concatenate(d).mean(), np.sqrt(sum(len(x) * np.var(x, ddof=1) for x in d)) / n
+        q = stats.t.ppf(0.975, n - 3)
+        got = rows["rows"][row]
+        assert got["difference"] == pytest.approx(mean, abs=1e-12)
+        assert got["interval"] == pytest.approx([mean - q * se, mean + q * se], abs=1e-12)
+        if se > 0:
+            assert got["pvalue"] == pytest.approx(2 * stats.t.sf(abs(mean / se), n - 3), rel=1e-6)
+        nll = np.mean([r["rows"][names.index(row)]["all"]["nll"] for r in per_seed])  # 30 test examples per seed
+        assert got["nll"] == pytest.approx(nll, rel=1e-5)
+    assert found["sentence"].startswith(("Use ", "Keep No LS + TempS: "))
+    assert found["sentence"] in (out / "verdict.md").read_text() and not list(out.glob("cd_*.png"))
     captured = capsys.readouterr()
     printed = captured.out
     assert "mean ± standard deviation over 3 seeds (3, 4, 5)" in printed
-    assert "Verdict (d.npz / mlp, seeds 3, 4, 5;" in printed and printed.rstrip().splitlines()[-4].startswith(sentence)
+    assert "Verdict: test NLL per example, each row minus No LS + TempS on the same examples (3 seeds" in printed
+    assert printed.rstrip().splitlines()[-1] == found["sentence"]
     # 18 validation examples: every seed's temperature fits warn, and the command shows each kind of warning once
     warned = [line for line in captured.err.splitlines() if line.startswith("keras-ils: warning: ")]
     fits = [line for line in warned if "Temperature scaling:" in line]
@@ -289,22 +294,26 @@ def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp
 
 
 @pytest.mark.parametrize(
-    "seeds, nll, line",
-    [
-        ("2", 0.5, "No verdict: ranking the rows needs at least 3 seeds (--seeds 3 or more); with 2"),
-        ("3", float("nan"), "No verdict: Invalid value for argument `summary`. Expected finite scores for every seed"),
+    "seeds, no_ls, line",
+    [  # the reference's per-example NLL is [0.4, 0.6, 0.5] in every seed
+        ("2", [0.5, 0.7, 0.6], "Keep No LS + TempS: it has the lowest test NLL (0.500) of the rows compared."),
+        ("3", [0.5, np.nan, 0.6], "No verdict: Invalid value for argument `example_nll`. Expected finite per-example"),
+        ("2", None, "No verdict: [Errno 2] No such file or directory"),
     ],
 )
-def test_without_a_verdict_the_last_line_says_why(tmp_path, capsys, monkeypatch, seeds, nll, line):
+def test_the_verdicts_last_line_or_why_there_is_none(tmp_path, capsys, monkeypatch, seeds, no_ls, line):
     from keras_ils.experiments.main_job import pipeline
 
     bins = {"counts": [0, 10], "correct": [0, 8], "confidence": [0, 9.0]}
 
-    def run(splits, config):  # two rows' results, as pipeline.run returns them, without training
+    def run(splits, config):  # two rows' results and test_nll.npz, as pipeline.run writes them, without training
         scores = {name: 0.1 + config.seed for name in ("accuracy", "nll", "ece", "smooth_ece", "cwece")}
-        scores["nll"] = nll if config.seed == 1 else 0.5
         rows = [{"model": m, "temperature": 1.0, "temperature_status": None, "hyperparameters": {}, "all": scores}
                 for m in ("No LS", "No LS + TempS")]  # fmt: skip
+        if no_ls is not None:
+            os.makedirs(config.output_dir, exist_ok=True)
+            example = {"No LS": np.array(no_ls), "No LS + TempS": np.array([0.4, 0.6, 0.5])}
+            np.savez(os.path.join(config.output_dir, "test_nll.npz"), **example)
         header = dict(
             dataset="synthetic", model="mlp", seed=config.seed, teacher_temperature=1.0, validation_examples=9
         )
@@ -315,7 +324,8 @@ def test_without_a_verdict_the_last_line_says_why(tmp_path, capsys, monkeypatch,
     monkeypatch.setattr(cli_reporting_results(), "format_table", lambda results: "table")
     assert cli.main(["run", "--seeds", seeds, "--output-dir", str(tmp_path / "o")]) == 0
     assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith(line)
-    assert not (tmp_path / "o" / "verdict.json").exists() and (tmp_path / "o" / "summary.json").exists()
+    assert (tmp_path / "o" / "verdict.json").exists() == line.startswith("Keep")
+    assert (tmp_path / "o" / "summary.json").exists()
 
 
 def cli_reporting_results():

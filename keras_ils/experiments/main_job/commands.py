@@ -117,17 +117,18 @@ def run(args) -> str:
     summary = seeds_summary.summarise_seeds(results, output_dir)
     tables = [*(reporting_results.format_table(r) for r in results), seeds_summary.format_summary(summary)]
     written = "summary.json, comparison.png"
-    if args.seeds < verdict.MIN_SEEDS:
-        tables.append(verdict.no_verdict(args.seeds))
+    from keras_ils.experiments.main_job.config import CALIBRATORS
+
+    try:  # each row against No LS + TempS, paired per test example, the families apart
+        example_nll = verdict.read_example_nll([os.path.join(output_dir, f"seed{seed}") for seed in seeds])
+        groups = verdict.verdict_groups(example_nll, tuple(CALIBRATORS.values()))
+        found = verdict.paired_verdict(example_nll, verdict.REFERENCE, groups)
+    except (OSError, ValueError) as error:  # e.g. a NaN: the seeds' results stand without a verdict
+        tables.append(f"No verdict: {error}")
     else:
-        try:
-            found = verdict.verdict(summary)
-        except ValueError as error:  # e.g. a score that is not finite: the seeds' results stand without a verdict
-            tables.append(f"No verdict: {error}")
-        else:
-            verdict.write_verdict(found, output_dir, summary)
-            tables.append(verdict.format_verdict(found, summary))
-            written += ", " + ", ".join(verdict.VERDICT_FILES).replace("*", "METRIC")
+        verdict.write_verdict(found, output_dir)
+        tables.append(verdict.format_verdict(found))
+        written += ", " + ", ".join(verdict.VERDICT_FILES)
     print(f"Results written to {output_dir}/ ({written}; seed*/: {_RESULT_FILES})")
     return "\n\n".join(tables)
 

@@ -1,4 +1,4 @@
-"""The ranked verdict over seeds, against scipy's Friedman test and Demšar's table of critical values."""
+"""The paired verdict: intervals and p-values against scipy's t distribution, Holm against a hand-written step-down."""
 
 import json
 
@@ -8,105 +8,304 @@ from scipy import stats
 
 from keras_ils.experiments.reporting import verdict
 
-# Demšar (2006), Table 5(a): the Nemenyi test's q_0.05 for k = 2, 3, 4 classifiers
-Q_005 = {2: 1.960, 3: 2.343, 4: 2.569}
+REF = verdict.REFERENCE
 
 
-def _summary(scores: dict, metric="nll") -> dict:
-    return {"rows": [{"model": name, metric: {"values": list(values)}} for name, values in scores.items()]}
+def _seeds(rng, lengths, scale=0.3):
+    return [rng.gamma(2.0, scale, n) for n in lengths]
 
 
-def test_ranks_and_tests_against_scipy_and_demsar():
-    rng = np.random.default_rng(0)
-    scores = {"No LS": rng.normal(1.0, 0.1, 8), "LS": rng.normal(0.9, 0.1, 8), "ILS": rng.normal(0.5, 0.1, 8)}
-    found = verdict.verdict(_summary(scores))["nll"]
-    table = np.column_stack(list(scores.values()))
-    want_ranks = stats.rankdata(table, axis=1).mean(axis=0)
-    assert found["average_ranks"] == pytest.approx(dict(zip(scores, want_ranks, strict=True)))
-    assert found["friedman_pvalue"] == pytest.approx(stats.friedmanchisquare(*scores.values()).pvalue, rel=1e-6)
-    assert found["critical_difference"] == pytest.approx(Q_005[3] * np.sqrt(3 * 4 / (6 * 8)), rel=1e-3)
-    assert found["best"] == "ILS" and found["runner_up"] in ("LS", "No LS")
-    lead = found["average_ranks"][found["runner_up"]] - found["average_ranks"]["ILS"]
-    assert found["significant"] == (found["iman_davenport_pvalue"] < 0.05 and lead >= found["critical_difference"])
+def _blocked(row, ref, confidence=0.95):
+    """The test's own computation: differences pooled over seeds, the SE from the within-seed variances,
+    SE = sqrt(sum_s n_s var_s) / N on N - S degrees of freedom, Student t."""
+    d = [r - f for r, f in zip(row, ref, strict=True)]
+    n = np.array([len(x) for x in d])
+    big_n, mean = n.sum(), np.concatenate(d).mean()
+    se = np.sqrt(sum(len(x) * np.var(x, ddof=1) for x in d)) / big_n
+    df = big_n - len(d)
+    q = stats.t.ppf(0.5 + confidence / 2, df)
+    return mean, se, (mean - q * se, mean + q * se), 2 * stats.t.sf(abs(mean / se), df)
 
 
-def test_a_clear_winner_over_many_seeds_is_significant_and_a_tie_is_not():
-    seeds = 12
-    clear = {
-        "No LS": np.full(seeds, 0.9) + np.arange(seeds) * 1e-3,
-        "LS": np.full(seeds, 0.8),
-        "ILS": np.full(seeds, 0.5),
+def _holm_by_hand(pvalues, alpha):
+    """Holm's step-down: walk the sorted p-values, reject while p_(j) <= alpha / (m - j + 1), stop at the first
+    that is not; and the adjusted p-values with their running maximum."""
+    m, order = len(pvalues), sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    rejected, adjusted, running = [False] * m, [0.0] * m, 0.0
+    stopped = False
+    for j, i in enumerate(order, start=1):
+        if not stopped and pvalues[i] <= alpha / (m - j + 1):
+            rejected[i] = True
+        else:
+            stopped = True
+        running = max(running, min(1.0, (m - j + 1) * pvalues[i]))
+        adjusted[i] = running
+    return rejected, adjusted
+
+
+class TestPairedStatistics:
+    def test_several_seeds_of_different_sizes_against_the_blocked_t_formula(self):
+        rng = np.random.default_rng(0)
+        ref = _seeds(rng, (400, 350, 500))
+        shifts = (0.2, -0.15, 0.05)  # a seed-level shift common to all its examples
+        row = [f + s - 0.01 + rng.normal(0, 0.1, len(f)) for f, s in zip(ref, shifts, strict=True)]
+        found = verdict.paired_verdict({REF: ref, "ILS": row}, REF, {"training methods": ["ILS"]})
+        got = found["families"]["training methods"]["rows"]["ILS"]
+        mean, se, interval, p = _blocked(row, ref)
+        assert got["difference"] == pytest.approx(mean, rel=1e-12)
+        assert got["standard_error"] == pytest.approx(se, rel=1e-12)
+        assert got["interval"] == pytest.approx(interval, rel=1e-9)
+        assert got["pvalue"] == pytest.approx(p, rel=1e-8)
+        assert got["seed_differences"] == pytest.approx([(r - f).mean() for r, f in zip(row, ref, strict=True)])
+        assert got["nll"] == pytest.approx(np.concatenate(row).mean())
+        assert found["reference_nll"] == pytest.approx(np.concatenate(ref).mean())
+        assert found["examples"] == [400, 350, 500] and found["seeds"] == 3
+        # blocked by seed: the shifts do not inflate the SE, as the SE of all differences pooled would be
+        naive = np.concatenate([r - f for r, f in zip(row, ref, strict=True)]).std(ddof=1) / np.sqrt(1250)
+        assert got["standard_error"] < 0.7 * naive
+
+    @pytest.mark.parametrize("confidence", [0.95, 0.9])
+    def test_one_seed_is_scipys_paired_t_test(self, confidence):
+        rng = np.random.default_rng(1)
+        ref = _seeds(rng, (300,))
+        row = [ref[0] - 0.01 + rng.normal(0, 0.1, 300)]
+        found = verdict.paired_verdict({REF: ref, "LS": row}, REF, {"f": ["LS"]}, confidence=confidence)
+        got = found["families"]["f"]["rows"]["LS"]
+        want = stats.ttest_rel(row[0], ref[0])
+        assert got["pvalue"] == pytest.approx(want.pvalue, rel=1e-8)
+        assert got["interval"] == pytest.approx(tuple(want.confidence_interval(confidence)), rel=1e-8)
+        assert got["holm_pvalue"] == got["pvalue"] and got["significant"] == (want.pvalue <= 1 - confidence)
+
+    def test_a_row_equal_to_the_reference_or_shifted_by_a_constant(self):
+        ref = [np.linspace(0.1, 2.0, 50)]
+        rounded = [(ref[0] * (1 + 5e-7)).astype(np.float32)]  # the same map, computed in another order
+        nll = {REF: ref, "A": ref, "B": [ref[0] - 0.1], "C": rounded}
+        found = verdict.paired_verdict(nll, REF, {"f": ["A", "B", "C"]})
+        rows = found["families"]["f"]["rows"]
+        assert stats.ttest_rel(rounded[0], ref[0]).pvalue < 0.05  # rounding alone would look significant
+        for same in ("A", "C"):  # no difference at all
+            assert rows[same]["pvalue"] == 1.0 and rows[same]["difference"] == 0.0 and not rows[same]["significant"]
+        assert rows["B"]["pvalue"] == 0.0 and rows["B"]["interval"] == pytest.approx([-0.1, -0.1])
+
+
+class TestHolm:
+    @pytest.mark.parametrize(
+        "pvalues",
+        [
+            [0.01, 0.04, 0.03, 0.005],  # 0.04 alone is below 0.05, but the step-down stopped at 0.03
+            [0.2, 0.5, 0.6, 0.001, 0.001],  # ties, and scaled values capped at 1
+            [0.04],
+        ],
+    )
+    def test_against_a_hand_written_step_down(self, pvalues):
+        rejected, adjusted = _holm_by_hand(pvalues, 0.05)
+        got = verdict.holm(pvalues)
+        np.testing.assert_allclose(got, adjusted, rtol=1e-12)
+        assert (got <= 0.05).tolist() == rejected
+
+    def test_the_monotonicity_step(self):
+        got = verdict.holm([0.01, 0.04, 0.03, 0.005])
+        # sorted 0.005, 0.01, 0.03, 0.04 scaled by 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> the last becomes 0.06
+        np.testing.assert_allclose(got, [0.03, 0.06, 0.06, 0.02])
+
+    def test_the_families_rows_are_corrected_together(self):
+        rng = np.random.default_rng(2)
+        ref = _seeds(rng, (200, 200))
+        effects = {"A": -0.02, "B": -0.01, "C": 0.0, "D": 0.015}
+        nll = {REF: ref, **{k: [f + e + rng.normal(0, 0.1, 200) for f in ref] for k, e in effects.items()}}
+        found = verdict.paired_verdict(nll, REF, {"one": ["A", "B"], "two": ["C", "D"]})
+        for family, names in (("one", ["A", "B"]), ("two", ["C", "D"])):
+            rows = found["families"][family]["rows"]
+            raw = [_blocked(nll[k], ref)[3] for k in names]
+            rejected, adjusted = _holm_by_hand(raw, 0.05)
+            assert [rows[k]["holm_pvalue"] for k in names] == pytest.approx(adjusted, rel=1e-8)
+            assert [rows[k]["significant"] for k in names] == rejected
+
+    def test_refuses_what_is_not_a_pvalue(self):
+        with pytest.raises(ValueError, match="Invalid value for argument `pvalues`"):
+            verdict.holm([0.2, 1.5])
+
+
+def test_grouping_of_realistic_row_names():
+    suffixes = ("TempS", "VS", "MS", "Dir", "Histogram", "Isotonic", "Ensemble TS", "Venn-Abers")
+    rows = ["No LS", "No LS + TempS", "No LS + VS", "No LS + Dir", "No LS + Ensemble TS", "No LS + Venn-Abers"]
+    rows += ["LS", "LS + TempS", "LS + VS", "LS + Dir", "LS + Ensemble TS", "LS + Venn-Abers"]
+    rows += ["FLSD-53", "FLSD-53 + TempS", "FLSD-53 + VS", "ILS", "ILS + TempS"]
+    assert verdict.verdict_groups(rows, suffixes) == {
+        "training methods": ["No LS", "LS", "LS + TempS", "FLSD-53", "FLSD-53 + TempS", "ILS", "ILS + TempS"],
+        "post-hoc calibrators": ["No LS + VS", "No LS + Dir", "No LS + Ensemble TS", "No LS + Venn-Abers"],
+        "methods with other calibrators": [
+            "LS + VS", "LS + Dir", "LS + Ensemble TS", "LS + Venn-Abers", "FLSD-53 + VS"
+        ],
+    }  # fmt: skip
+    # without --calibrators: one family
+    assert verdict.verdict_groups(["No LS", REF, "ILS", "ILS + TempS"], suffixes) == {
+        "training methods": ["No LS", "ILS", "ILS + TempS"]
     }
-    found = verdict.verdict(_summary(clear))["nll"]
-    # ILS first in every seed, LS second: ranks 1, 2, 3; CD = 2.343 sqrt(12 / 72) = 0.957 < 1
-    assert found["significant"] and found["rejects"] and found["best"] == "ILS"
-    rng = np.random.default_rng(1)
-    tie = {name: rng.normal(0.7, 0.05, seeds) for name in ("No LS", "LS", "ILS")}
-    assert not verdict.verdict(_summary(tie))["nll"]["significant"]
+    with pytest.raises(ValueError, match="Invalid value for argument `row_names`.*'No LS \\+ TempS'"):
+        verdict.verdict_groups(["No LS", "ILS"], suffixes)
+    with pytest.raises(ValueError, match="Invalid value for argument `reference`"):
+        verdict.verdict_groups(["No LS", "No LS + T"], suffixes, reference="No LS + T")
 
 
-def test_accuracy_is_ranked_higher_is_better():
-    scores = {"A": [0.9, 0.91, 0.92], "B": [0.8, 0.81, 0.82]}
-    assert verdict.verdict(_summary(scores, "accuracy"))["accuracy"]["best"] == "A"
+class TestSentences:
+    def _nll(self, effect, seeds=3):
+        rng = np.random.default_rng(3)
+        ref = _seeds(rng, (2000,) * seeds)
+        noisy = {name: [f + e + rng.normal(0, 0.2, 2000) for f in ref] for name, e in effect.items()}
+        return {"No LS": [f + 0.05 for f in ref], REF: ref, **noisy}
+
+    def test_a_truly_better_row_is_significant_and_a_null_row_is_not(self):
+        nll = self._nll({"ILS + TempS": -0.03, "LS + TempS": 0.0, "No LS + VS": 0.0})
+        found = verdict.paired_verdict(nll, REF, verdict.verdict_groups(nll, ("TempS", "VS")))
+        rows = found["families"]["training methods"]["rows"]
+        assert rows["ILS + TempS"]["significant"] and rows["ILS + TempS"]["interval"][1] < 0
+        assert not rows["LS + TempS"]["significant"] and rows["No LS"]["significant"]  # No LS: worse
+        assert not found["families"]["post-hoc calibrators"]["rows"]["No LS + VS"]["significant"]
+        assert found["choice"] == "ILS + TempS" and found["choice_family"] == "training methods"
+        mean, _, (low, high), _ = _blocked(nll["ILS + TempS"], nll[REF])
+        ils, ref = np.concatenate(nll["ILS + TempS"]).mean(), np.concatenate(nll[REF]).mean()
+        assert found["sentence"] == (
+            f"Use ILS + TempS: test NLL {ils:.4f} vs {ref:.4f} for No LS + TempS, {mean:+.4f} per example (95% CI "
+            f"[{low:+.4f}, {high:+.4f}]), significant after Holm over the training methods (3 compared, "
+            "adjusted p < 0.0001)."
+        )
+        assert found["families"]["training methods"]["sentence"].endswith("; lower in 3 of 3 seeds.")
+
+    def test_a_lower_but_noisy_row_is_named_beside_the_choice(self):
+        nll = self._nll({"A": -0.03})
+        alternate = 3.0 * (-1.0) ** np.arange(2000)  # mean exactly 0, SE 3 / sqrt(6000): not significant
+        nll["B"] = [f - 0.06 + alternate for f in nll[REF]]
+        found = verdict.paired_verdict(nll, REF, {"training methods": ["A", "B"]})
+        assert found["best"] == "B" and found["choice"] == "A"
+        b_nll = np.concatenate(nll["B"]).mean()
+        _, _, _, p_a = _blocked(nll["A"], nll[REF])
+        _, adjusted = _holm_by_hand([p_a, _blocked(nll["B"], nll[REF])[3]], 0.05)
+        assert adjusted[1] > 0.05 and found["sentence"].startswith("Use A: ")
+        tail = f" B has a lower test NLL ({b_nll:.3f}) but does not beat {REF} significantly "
+        tail += f"(adjusted p = {adjusted[1]:.2g})."
+        assert found["sentence"].endswith(tail)
+
+    def test_a_tie_up_to_rounding_goes_to_the_first_family(self):
+        nll = self._nll({"LS + TempS": -0.03})
+        nll["LS + VS"] = [f * (1 - 1e-6) for f in nll["LS + TempS"]]  # the same map (VS fell back), rounded lower
+        assert np.concatenate(nll["LS + VS"]).mean() < np.concatenate(nll["LS + TempS"]).mean()
+        found = verdict.paired_verdict(nll, REF, verdict.verdict_groups(nll, ("TempS", "VS")))
+        assert found["best"] == found["choice"] == "LS + TempS" and found["choice_family"] == "training methods"
+        assert found["sentence"].startswith("Use LS + TempS: ") and "LS + VS" not in found["sentence"]
+
+    def test_without_a_significant_gain_the_reference_is_the_choice(self):
+        nll = self._nll({"LS": 0.002, "ILS": 0.1}, seeds=1)
+        found = verdict.paired_verdict(nll, REF, verdict.verdict_groups(nll, ("TempS",)))
+        assert found["choice"] == found["best"] == REF and found["choice_family"] is None
+        lowest = f"Keep {REF}: it has the lowest test NLL ({nll[REF][0].mean():.3f}) of the rows compared."
+        assert found["sentence"] == lowest
+        nll = self._nll({"LS": -0.001}, seeds=1)
+        found = verdict.paired_verdict(nll, REF, verdict.verdict_groups(nll, ("TempS",)))
+        assert found["choice"] == REF and found["sentence"].startswith(
+            f"Keep {REF}: no row beats it significantly after Holm. The closest, LS, has test NLL"
+        )
+        assert "cannot tell from zero" in found["sentence"]
+
+    def test_format_and_files(self, tmp_path):
+        nll = self._nll({"ILS + TempS": -0.03, "LS": 0.0, "ILS": 0.01}, seeds=2)
+        found = verdict.paired_verdict(nll, REF, verdict.verdict_groups(nll, ("TempS",)))
+        lines = verdict.format_verdict(found).splitlines()
+        assert lines[0] == (
+            "Verdict: test NLL per example, each row minus No LS + TempS on the same examples (2 seeds, 4,000 test "
+            "examples; 95% CIs; Holm within each family)"
+        )
+        assert lines[2] == "Training methods (4 compared)"
+        assert lines[3].split() == "row test NLL vs reference 95% CI Holm p verdict per seed".split()
+        compared = ["No LS", "ILS + TempS", "LS", "ILS"]
+        raw = {k: _blocked(nll[k], nll[REF]) for k in compared}
+        rejected, adjusted = _holm_by_hand([raw[k][3] for k in compared], 0.05)
+        means = {k: np.concatenate(v).mean() for k, v in nll.items()}
+        want = []
+        for k in sorted(means, key=means.get):
+            if k == REF:
+                want.append(f"{REF} (reference) {means[REF]:.4f}")
+                continue
+            mean, _, (low, high), _ = raw[k]
+            i = compared.index(k)
+            holm_p = "< 0.0001" if adjusted[i] < 1e-4 else f"{adjusted[i]:.2g}"
+            word = ("better" if mean < 0 else "worse") if rejected[i] else "n.s."
+            seeds = " ".join(f"{(a - b).mean():+.4f}" for a, b in zip(nll[k], nll[REF], strict=True))
+            want.append(f"{k} {means[k]:.4f} {mean:+.4f} [{low:+.4f}, {high:+.4f}] {holm_p} {word} {seeds}")
+        assert [line.split() for line in lines[5:10]] == [row.split() for row in want]
+        assert lines[10] == found["families"]["training methods"]["sentence"] and lines[-1] == found["sentence"]
+        paths = verdict.write_verdict(found, str(tmp_path / "out"))
+        assert paths == [str(tmp_path / "out" / name) for name in verdict.VERDICT_FILES]
+        assert json.loads((tmp_path / "out" / "verdict.json").read_text()) == found
+        markdown = (tmp_path / "out" / "verdict.md").read_text()
+        assert f"**{found['sentence']}**" in markdown
+        assert "| row | test NLL | vs reference | 95% CI | Holm p | verdict | per seed |" in markdown
+        assert "|---|---:|---:|---:|---:|---|---|" in markdown
+        assert f"| {REF} (reference) | {means[REF]:.4f} |" in markdown
 
 
-def test_hand_computed_ranks_of_a_seeds_summary_and_its_table():
-    """Three seeds, three rows, two metrics. NLL ranks per seed (1 best): seed 1: C 1, B 2, A 3; seed 2: B 1, C 2, A 3;
-    seed 3: C 1, A 2, B 3 -> A (3+3+2)/3 = 2.67, B (2+1+3)/3 = 2, C (1+2+1)/3 = 1.33. Accuracy (higher is better)
-    ties A and B in every seed: A 1.5, B 1.5, C 3."""
-    rows = [
-        {"model": "A", "nll": {"values": [0.9, 0.8, 0.6]}, "accuracy": {"values": [0.9, 0.8, 0.7]}},
-        {"model": "B", "nll": {"values": [0.7, 0.5, 0.7]}, "accuracy": {"values": [0.9, 0.8, 0.7]}},
-        {"model": "C", "nll": {"values": [0.6, 0.6, 0.5]}, "accuracy": {"values": [0.8, 0.7, 0.6]}},
-    ]
-    summary = {"dataset": "wine.npz", "model": "mlp", "seeds": [0, 1, 2], "rows": rows}
-    found = verdict.verdict(summary)
-    assert list(found) == ["nll", "accuracy"]
-    assert found["nll"]["average_ranks"] == pytest.approx({"C": 4 / 3, "B": 2.0, "A": 8 / 3})
-    assert list(found["nll"]["average_ranks"]) == ["C", "B", "A"]  # best first
-    assert found["accuracy"]["average_ranks"] == pytest.approx({"A": 1.5, "B": 1.5, "C": 3.0})
-    nll = np.array([row["nll"]["values"] for row in rows])
-    assert found["nll"]["friedman_pvalue"] == pytest.approx(stats.friedmanchisquare(*nll).pvalue, rel=1e-6)
-    accuracy = -np.array([row["accuracy"]["values"] for row in rows])
-    assert found["accuracy"]["friedman_pvalue"] == pytest.approx(stats.friedmanchisquare(*accuracy).pvalue, rel=1e-6)
-    text = verdict.format_verdict(found, summary).splitlines()
-    assert text[0] == "Verdict (wine.npz / mlp, seeds 0, 1, 2; Friedman test, Nemenyi at alpha 0.05)"
-    assert text[1].split() == ["average", "rank", "(1", "is", "best)", "NLL", "accuracy"]
-    assert [line.split() for line in text[3:6]] == [["C", "1.33", "3.00"], ["B", "2.00", "1.50"], ["A", "2.67", "1.50"]]
-    cd = f"{Q_005[3] * np.sqrt(3 * 4 / (6 * 3)):.2f}"
-    assert text[7].split() == ["Nemenyi", "CD", cd, cd]
-    assert text[-2].startswith("NLL: best is C (average rank 1.33 of 3 over 3 seeds), then B (2.00);")
-    assert text[-1] == "accuracy: A, B share the best average rank (1.50 of 3 over 3 seeds); no row leads."
+class TestBadInput:
+    def _nll(self):
+        rng = np.random.default_rng(4)
+        ref = _seeds(rng, (20, 30))
+        return {REF: ref, "LS": [f + 0.01 for f in ref]}
+
+    @pytest.mark.parametrize(
+        "change, argument, message",
+        [
+            (lambda n: n.update(LS=[n["LS"][0], n["LS"][1][:-1]]), "example_nll", "row 'LS', one per seed: 2 arrays"),
+            (lambda n: n.update(LS=n["LS"][:1]), "example_nll", "one per seed: 2 arrays of lengths \\[20, 30]"),
+            (lambda n: n["LS"][1].__setitem__(3, np.nan), "example_nll", "finite per-example NLL for row 'LS'"),
+            (lambda n: n[REF][0].__setitem__(0, np.inf), "example_nll", "finite per-example NLL for row 'No LS"),
+            (lambda n: n.update({REF: [n[REF][0][:1]], "LS": [n["LS"][0][:1]]}), "example_nll", "2 or more examples"),
+            (lambda n: n.pop(REF), "reference", "a row of `example_nll`"),
+            (lambda n: n.pop("LS"), "groups", "missing \\['LS'\\]"),
+        ],
+    )
+    def test_clear_errors(self, change, argument, message):
+        nll = self._nll()
+        change(nll)
+        with pytest.raises(ValueError, match=f"Invalid value for argument `{argument}`. Expected .*{message}"):
+            verdict.paired_verdict(nll, REF, {"training methods": ["LS"]})
+
+    def test_groups_and_confidence(self):
+        nll = self._nll()
+        with pytest.raises(ValueError, match="Invalid value for argument `groups`.*other than the reference in family"):
+            verdict.paired_verdict(nll, REF, {"training methods": [REF]})
+        with pytest.raises(ValueError, match="Invalid value for argument `groups`"):
+            verdict.paired_verdict(nll, REF, {})
+        for confidence in (0.0, 1.0, float("nan"), "0.95"):
+            with pytest.raises(ValueError, match="Invalid value for argument `confidence`"):
+                verdict.paired_verdict(nll, REF, {"f": ["LS"]}, confidence=confidence)
 
 
-def test_format_and_write(tmp_path):
-    scores = {"No LS": [0.9, 0.8, 0.95, 0.9], "LS": [0.7, 0.72, 0.69, 0.7], "ILS": [0.6, 0.61, 0.58, 0.6]}
-    found = verdict.verdict(_summary(scores))
-    text = verdict.format_verdict(found)
-    assert text.splitlines()[0] == "Verdict (4 seeds; Friedman test, Nemenyi at alpha 0.05)"
-    assert "NLL: best is ILS (average rank 1.00 of 3 over 4 seeds)" in text
-    summary = {"dataset": "d.npz", "model": "mlp", "seeds": [0, 1, 2, 3], **_summary(scores)}
-    paths = verdict.write_verdict(found, str(tmp_path), summary)
-    assert sorted(p.rsplit("/", 1)[1] for p in paths) == ["cd_nll.png", "verdict.json", "verdict.md"]
-    record = json.loads((tmp_path / "verdict.json").read_text())
-    assert record["seeds"] == [0, 1, 2, 3] and record["metrics"]["nll"]["best"] == "ILS"
-    markdown = (tmp_path / "verdict.md").read_text()
-    assert markdown.startswith("# Verdict (d.npz / mlp, seeds 0, 1, 2, 3;") and "![NLL](cd_nll.png)" in markdown
-    assert "| ILS | 1.00 |" in markdown and "- NLL: best is ILS" in markdown
+class TestReadExampleNll:
+    def test_the_seeds_files_in_seed_order(self, tmp_path):
+        rng = np.random.default_rng(5)
+        written = {}
+        for seed in (2, 10, 99):
+            rows = {REF: rng.random(5), "ILS": rng.random(5)}
+            (tmp_path / f"seed{seed}").mkdir()
+            np.savez(tmp_path / f"seed{seed}" / "test_nll.npz", **rows)
+            written[seed] = rows
+        read = verdict.read_example_nll([str(tmp_path / "seed10"), str(tmp_path / "seed2")])  # seed99/ not asked
+        assert list(read) == [REF, "ILS"]
+        for row in read:
+            np.testing.assert_array_equal(np.stack(read[row]), np.stack([written[10][row], written[2][row]]))
+        read = verdict.read_example_nll(str(tmp_path))  # every seed<k>/, 2 before 10
+        np.testing.assert_array_equal(np.stack(read["ILS"]), np.stack([written[k]["ILS"] for k in (2, 10, 99)]))
+        np.savez(tmp_path / "test_nll.npz", **written[99])  # one run's own file
+        assert verdict.read_example_nll(tmp_path)["ILS"][0].tolist() == written[99]["ILS"].tolist()
 
-
-def test_no_verdict_says_why():
-    assert verdict.no_verdict(2).startswith("No verdict: ranking the rows needs at least 3 seeds (--seeds 3 or more)")
-
-
-@pytest.mark.parametrize(
-    "summary, match",
-    [
-        (_summary({"A": [0.1, 0.2], "B": [0.2, 0.3]}), "at least 3 seeds"),
-        (_summary({"A": [0.1, 0.2, 0.3]}), "2 rows"),
-        (_summary({"A": [0.1, np.nan, 0.3], "B": [0.2, 0.3, 0.4]}), "finite scores"),
-    ],
-)
-def test_refused(summary, match):
-    with pytest.raises(ValueError, match=f"Invalid value for argument `summary`.*{match}"):
-        verdict.verdict(summary)
+    def test_mismatched_rows_and_missing_files(self, tmp_path):
+        for seed, rows in ((1, (REF, "ILS")), (2, (REF,))):
+            (tmp_path / f"seed{seed}").mkdir()
+            np.savez(tmp_path / f"seed{seed}" / "test_nll.npz", **{row: np.ones(3) for row in rows})
+        with pytest.raises(ValueError, match="seed2/test_nll.npz holds the rows \\['No LS \\+ TempS'\\]"):
+            verdict.read_example_nll(str(tmp_path))
+        with pytest.raises(FileNotFoundError):
+            verdict.read_example_nll([str(tmp_path / "seed3")])
+        with pytest.raises(FileNotFoundError, match="No test_nll.npz in"):
+            verdict.read_example_nll(str(tmp_path / "nothing"))
+        with pytest.raises(ValueError, match="Invalid value for argument `directories`"):
+            verdict.read_example_nll([])
