@@ -319,7 +319,7 @@ def _family_sentence(found: dict, family: str) -> str:
     entry = found["families"][family]
     head = family[0].upper() + family[1:]
     if entry["best"] == found["reference"]:
-        worse = sum(r["significant"] for r in entry["rows"].values())
+        worse = sum(r["significant"] and r["difference"] > 0 for r in entry["rows"].values())
         tail = f"{worse} of {entry['compared']} rows are significantly worse" if worse else "none differs significantly"
         return (
             f"{head}: none beats {found['reference']}, which has the lowest test NLL ({found['reference_nll']:.3f}); "
