@@ -200,6 +200,10 @@ class TestSentences:
         assert found["choice"] == found["best"] == REF and found["choice_family"] is None
         lowest = f"Keep {REF}: it has the lowest test NLL ({nll[REF][0].mean():.3f}) of the rows compared."
         assert found["sentence"] == lowest
+        assert found["families"]["training methods"]["sentence"] == (  # No LS (+0.05) and ILS (+0.1) are worse
+            f"Training methods: none beats {REF}, which has the lowest test NLL ({nll[REF][0].mean():.3f}); 2 of 3 "
+            "rows are significantly worse after Holm."
+        )
         nll = self._nll({"LS": -0.001}, seeds=1)
         found = verdict.paired_verdict(nll, REF, verdict.verdict_groups(nll, ("TempS",)))
         assert found["choice"] == REF and found["sentence"].startswith(
