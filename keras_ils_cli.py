@@ -55,6 +55,17 @@ def _methods(text):
     return methods
 
 
+def _seed(text):
+    """A seed: an integer in [0, 2**63), what NumPy and TensorFlow take."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63); got {text!r}") from None
+    if not 0 <= seed < 2**63:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63); got {text}")
+    return seed
+
+
 def _calibrators(text):
     """A comma-separated subset of `CALIBRATOR_NAMES` (or their `CALIBRATOR_ALIASES`) as ids without duplicates, or
     `'all'` (every one of them)."""
@@ -78,18 +89,8 @@ _TEMPERATURE_FIT_HELP = (
 
 
 def _add_common_arguments(parser):
-    parser.add_argument(
-        "--dataset",
-        default="synthetic",
-        help="'synthetic' (default), 'tfds:NAME', PATH.npz, or PATH.csv (a table with a header line; give --target)",
-    )
-    parser.add_argument(
-        "--target",
-        default=None,
-        metavar="COLUMN",
-        help="for a .csv --dataset: the column to predict (its distinct values are the classes; the other columns "
-        "are typed with keras.utils.FeatureSpace, and the saved models take the raw columns)",
-    )
+    parser.add_argument("--dataset", default="synthetic", help="'synthetic' (default), 'tfds:NAME', PATH.npz, PATH.csv")
+    parser.add_argument("--target", metavar="COLUMN", help="PATH.csv only (and required): the column to predict")
     parser.add_argument("--data-dir", default=None, help="tensorflow-datasets data directory")
     parser.add_argument(
         "--model",
@@ -127,7 +128,7 @@ def _add_common_arguments(parser):
         default=("train",),
         help="tfds only: the splits that make train and validation, joined by '+' (default: train)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=_seed, default=0, help="random seed, in [0, 2**63) (default: 0)")
     parser.add_argument(
         "--temperature-fit", choices=("map", "mle", "authors"), default="map", help=_TEMPERATURE_FIT_HELP
     )
@@ -221,10 +222,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="N >= 2: the whole run for seeds --seed, --seed + 1, ... (each in OUTPUT_DIR/seedS/, its own split and "
-        "initialisation), then each row's mean ± standard deviation and a comparison.png drawing the spread; N >= 3 "
-        "ends with the verdict: every row's average rank per metric (NLL, ECE, smooth ECE, accuracy), the Friedman "
-        "test, Nemenyi critical differences and which row is best and whether significantly (verdict.md, "
-        "verdict.json, cd_METRIC.png) (default: 1)",
+        "initialisation), then each row's mean ± standard deviation and a comparison.png drawing the spread. Every "
+        "run ends with the verdict: each row's per-example test NLL against No LS + TempS, pooled over the seeds, "
+        "with a 95%% interval and Holm's correction per family, and the row to use (verdict.md, verdict.json) "
+        "(default: 1)",
+    )
+    run.add_argument(
+        "--conformal",
+        type=float,
+        default=None,
+        metavar="ALPHA",
+        help="give every row split conformal prediction sets (LAC and APS) calibrated on the validation split, and "
+        "report their test coverage and mean set size at coverage 1 - ALPHA, e.g. 0.1 (default: none)",
     )
     run.add_argument("--output-dir", default=None, help="where results go (default: runs/DATASET-MODEL-seedN)")
 
@@ -296,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="which experiment: 'synthetic', or 'paper' (--table 3 or distillation: the paper's real-data tables)",
     )
     benchmark.add_argument("--replicates", type=int, default=100, help="replicate datasets (default: 100)")
-    benchmark.add_argument("--seed", type=int, default=0, help="seed of the first replicate (default: 0)")
+    benchmark.add_argument("--seed", type=_seed, default=0, help="seed of the first replicate (default: 0)")
     benchmark.add_argument(
         "--quick",
         action="store_true",
@@ -494,7 +503,7 @@ def _checked_methods(args) -> tuple:
     from keras_ils import methods
 
     known = methods.ids(selectable=True) if args.command == "run" else methods.ids(tunable=True)
-    chosen = known if args.command == "run" and "all" in args.methods else args.methods
+    chosen = known if args.command == "run" and args.methods == ("all",) else args.methods  # 'all' comes alone
     if any(m not in known for m in chosen):
         expected = ("'all' or " if args.command == "run" else "") + f"a comma-separated subset of {','.join(known)}"
         args.command_parser.error(f"argument --methods: expected {expected}; got {','.join(args.methods)!r}")

@@ -210,7 +210,7 @@ def taking_stored_features(model, splits):
 
 def _taking_raw_columns(model, feature_space):
     """`model` preceded by `feature_space`'s encoding, a sub-model named "preprocessing", on one input per column."""
-    columns = feature_space.get_inputs()
+    columns = dict(feature_space.get_inputs())  # a plain dict: Keras warns of a tracked one's "structure" per call
     preprocessing = keras.Model(columns, feature_space.get_encoded_features(), name="preprocessing")
     inputs = {key: keras.Input(shape=(1,), dtype=column.dtype, name=key) for key, column in columns.items()}
     if model.name in inputs:  # a functional model's layer names are unique: a column named like the model

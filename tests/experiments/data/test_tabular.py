@@ -2,6 +2,7 @@
 
 import csv
 import json
+import warnings
 
 import keras
 import numpy as np
@@ -132,11 +133,16 @@ class TestSavedModels:
         frame = pd.DataFrame(columns)
         splits = tabular.table_splits(frame, "label")
         model = keras.Sequential([keras.Input(splits.input_shape), keras.layers.Dense(3)], name="mlp")
-        taking_stored_features(model, splits).save(tmp_path / "m.keras")
+        wrapped = taking_stored_features(model, splits)
+        wrapped.save(tmp_path / "m.keras")
         loaded = keras.saving.load_model(tmp_path / "m.keras")
         _, _, test = _rows(columns)
         x_test, _ = _arrays(splits.test)
         expected = model.predict(x_test, verbose=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # e.g. Keras' "structure of `inputs`" warning of a tracked dict's inputs
+            in_memory = wrapped.predict(tabular.model_inputs(frame.iloc[test], wrapped), verbose=0)
+        np.testing.assert_allclose(in_memory, expected, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(
             loaded.predict(tabular.model_inputs(frame.iloc[test], loaded), verbose=0), expected, rtol=1e-5, atol=1e-6
         )
