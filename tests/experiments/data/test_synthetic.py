@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax
 from scipy.stats import multivariate_normal
 
 from keras_ils.experiments.data import synthetic
@@ -47,6 +49,33 @@ def test_bayes_optimal_model_reproduces_table_1():
     assert np.mean(acc) == pytest.approx(0.8198, abs=0.006)
     assert np.mean(ce) == pytest.approx(0.4444, abs=0.012)
     assert np.mean(ece) == pytest.approx(0.0067, abs=0.003)
+
+
+def _posterior(x):
+    density = [0.8 * multivariate_normal(d).pdf(x) + 0.2 * multivariate_normal(s).pdf(x) for d, s in MEANS.values()]
+    density = np.stack(density, 1)
+    return density / density.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("estimator, prior_scale", [("map", 0.5), ("mle", None)])
+def test_bayes_temperature_is_the_nll_minimiser_on_the_draw(estimator, prior_scale):
+    # `keras-ils run --seed 0`'s validation draw (50 per class, seed 10_000): an easy draw, so T* < 1.
+    x, y, _ = synthetic.make_dataset(50, seed=10_000)
+    log_p = np.log(_posterior(x))
+
+    def objective(u):  # mean NLL at T = exp(u), plus the MAP fit's prior (log T)^2 / (2 n scale^2)
+        nll = -log_softmax(log_p / np.exp(u), axis=1)[np.arange(len(y)), y].mean()
+        return nll + (u**2 / (2 * len(y) * prior_scale**2) if prior_scale else 0.0)
+
+    expected = np.exp(minimize_scalar(objective, bounds=(-3, 3), method="bounded", options={"xatol": 1e-8}).x)
+    assert synthetic.bayes_temperature(x, y, estimator=estimator) == pytest.approx(expected, rel=1e-4)
+    assert expected < 0.85
+
+
+def test_bayes_temperature_is_one_on_the_population():
+    # sd(log T*) is about 0.116 * sqrt(150 / n): 0.004 at n = 150,000, so 0.015 is about 4 sd.
+    x, y, _ = synthetic.make_dataset(50_000, seed=1)
+    assert synthetic.bayes_temperature(x, y) == pytest.approx(1.0, abs=0.015)
 
 
 @pytest.mark.parametrize("n", [0, -5, 2.5, True])
