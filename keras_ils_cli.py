@@ -47,23 +47,11 @@ SMOOTHING_MASSES = ("all_classes", "wrong_classes")
 VALIDATION_LOSSES = ("example_mean", "batch_mean")
 
 
-def _methods(text):
-    """A comma-separated list of method ids, without duplicates (checked against the registry after parsing)."""
-    methods = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    if not methods:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of method ids; got {text!r}")
-    return methods
-
-
 def _seed(text):
     """A seed: an integer in [0, 2**63), what NumPy and TensorFlow take."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63); got {text!r}") from None
-    if not 0 <= seed < 2**63:
-        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63); got {text}")
-    return seed
+    if not (text.strip().isdigit() and int(text) < 2**63):
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63); got {text!r}")
+    return int(text)
 
 
 def _calibrators(text):
@@ -85,6 +73,12 @@ _TEMPERATURE_FIT_HELP = (
     "how every temperature T* is fitted on the validation split: 'map' (default; a weak prior on log T keeps "
     "small or separable validation sets from collapsing T), 'mle' (plain NLL minimum, Guo et al.) or 'authors' "
     "(T in [0.8, 3], the paper's code)"
+)
+
+
+_CONFORMAL_HELP = (
+    "give every row split conformal prediction sets (LAC and APS) calibrated on the validation split, and report "
+    "their test coverage and mean set size at coverage 1 - ALPHA, e.g. 0.1 (default: none)"
 )
 
 
@@ -221,20 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds",
         type=int,
         default=1,
-        help="N >= 2: the whole run for seeds --seed, --seed + 1, ... (each in OUTPUT_DIR/seedS/, its own split and "
-        "initialisation), then each row's mean ± standard deviation and a comparison.png drawing the spread. Every "
-        "run ends with the verdict: each row's per-example test NLL against No LS + TempS, pooled over the seeds, "
-        "with a 95%% interval and Holm's correction per family, and the row to use (verdict.md, verdict.json) "
-        "(default: 1)",
+        help="N >= 2: the run for seeds --seed, --seed + 1, ... (each in OUTPUT_DIR/seedS/, its own split), then each "
+        "row's mean ± std and a comparison.png of the spread. Every run ends with the verdict: each row's per-example "
+        "test NLL against No LS + TempS, pooled over seeds, Holm-corrected; the row to use (verdict.md) (default: 1)",
     )
-    run.add_argument(
-        "--conformal",
-        type=float,
-        default=None,
-        metavar="ALPHA",
-        help="give every row split conformal prediction sets (LAC and APS) calibrated on the validation split, and "
-        "report their test coverage and mean set size at coverage 1 - ALPHA, e.g. 0.1 (default: none)",
-    )
+    run.add_argument("--conformal", type=float, default=None, metavar="ALPHA", help=_CONFORMAL_HELP)
     run.add_argument("--output-dir", default=None, help="where results go (default: runs/DATASET-MODEL-seedN)")
 
     tune = commands.add_parser(
@@ -423,6 +408,7 @@ def _joined(separator: str, expected: str):
 
 
 _names = _joined(",", "a comma-separated list")
+_methods = _joined(",", "a comma-separated list of method ids")  # checked against the registry after parsing
 _splits = _joined("+", "tfds split names joined by '+', e.g. train+extra")
 
 
@@ -488,8 +474,7 @@ def main(argv=None) -> int:
     return code
 
 
-# What an interrupted command leaves: results are written only at the end, atomically; searches and finished runs
-# are kept for the same command to resume.
+# What an interrupted command leaves: results are written at the end, atomically; searches are kept to resume.
 _INTERRUPTED = {
     "run": "no results written (a KerasTuner search directory, if one was made, is kept: the same command resumes it)",
     "tune": "no results written (the search directory is kept: the same command resumes it)",
@@ -503,6 +488,7 @@ def _checked_methods(args) -> tuple:
     from keras_ils import methods
 
     known = methods.ids(selectable=True) if args.command == "run" else methods.ids(tunable=True)
+    args.methods = tuple(dict.fromkeys(args.methods))
     chosen = known if args.command == "run" and args.methods == ("all",) else args.methods  # 'all' comes alone
     if any(m not in known for m in chosen):
         expected = ("'all' or " if args.command == "run" else "") + f"a comma-separated subset of {','.join(known)}"

@@ -28,10 +28,10 @@ import numpy as np
 
 from keras_ils import _checks
 
-__all__ = ["COMPARISON_FILES", "Comparison", "compare"]
+__all__ = ["COMPARISON_FILES", "Comparison", "compare", "run_seeds", "seed_list"]
 
 # what a comparison of several seeds writes beside its `seed<k>/` folders (each a single run's result set)
-COMPARISON_FILES = ("seed*", "summary.json", "comparison.png", "verdict.json", "verdict.md", "cd_*.png")
+COMPARISON_FILES = ("seed*", "summary.json", "comparison.png", "verdict.json", "verdict.md")
 _SCORES = ("accuracy", "nll", "ece", "smooth_ece", "cwece", "aurc")
 
 
@@ -44,7 +44,8 @@ class Comparison:
         summary: the seeds' summary (`summary.json`: each row's mean, spread
             and values over the seeds); `None` for one seed.
         verdict: the paired verdict (`verdict.json`): every row against the
-            reference, No LS + TempS, per family, with Holm's correction.
+            reference, No LS + TempS, per family, with Holm's correction
+            (`{"error": why}` when none could be drawn, e.g. a NaN loss).
         directory: where the results are (`output_dir`, or a temporary
             directory kept for the process's life: `save` copies it).
     """
@@ -83,8 +84,10 @@ class Comparison:
 
     @property
     def best(self) -> str:
-        """The row the verdict recommends (the lowest mean test NLL among the rows it compares)."""
-        return self.verdict["best"]
+        """The row to use: the lowest test NLL among the rows significantly better than the reference (No LS +
+        TempS) after Holm's correction, else the reference itself (`verdict["choice"]`); `None` when no verdict
+        could be drawn (`verdict["error"]` says why)."""
+        return self.verdict["choice"]
 
     def model(self, name: str, seed: int | None = None):
         """The saved model of row `name` (of the first seed, or `seed`), loaded: it takes the data as given."""
@@ -123,6 +126,8 @@ class Comparison:
         from keras_ils.experiments.reporting import results, seeds, verdict
 
         table = results.format_table(self.runs[0]) if self.summary is None else seeds.format_summary(self.summary)
+        if "error" in self.verdict:
+            return f"{table}\n\nNo verdict: {self.verdict['error']}"
         return f"{table}\n\n{verdict.format_verdict(self.verdict)}"
 
     def _run_directory(self, seed):
@@ -156,7 +161,14 @@ def _single_run_files() -> tuple:
     return RESULT_FILES
 
 
-def _seed_list(seeds, seed) -> list:
+def seed_list(seeds, seed: int = 0) -> list:
+    """The seeds of a comparison: `seeds` seeds from `seed`, or the list `seeds`; each an int in `[0, 2**63)`.
+
+    Example:
+
+    >>> seed_list(3, seed=5), seed_list([7, 2])
+    ([5, 6, 7], [7, 2])
+    """
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
         _checks.integer_at_least("seeds", seeds, 1)
         chosen = list(range(seed, seed + int(seeds)))
@@ -296,7 +308,7 @@ def compare(
 
     chosen_methods = registry.ids(selectable=True) if methods == "all" else tuple(methods)
     chosen_calibrators = calibration.METHODS if calibrators == "all" else tuple(calibrators)
-    chosen_seeds = _seed_list(seeds, seed)
+    chosen_seeds = seed_list(seeds, seed)
     if "temperature" not in chosen_calibrators:
         chosen_calibrators = ("temperature", *chosen_calibrators)
     config = RunConfig(  # bad settings fail here, before any data is read
@@ -313,33 +325,40 @@ def compare(
     )
     make_splits = _splits_maker(x, y, target, validation_split, test_split, num_classes)
     directory = output_dir or tempfile.mkdtemp(prefix="keras_ils_compare_")
-    return _run_seeds(make_splits, config, chosen_seeds, directory)
+    return run_seeds(make_splits, config, chosen_seeds, directory)
 
 
-def _run_seeds(make_splits, config, seeds: list, directory: str) -> Comparison:
-    """Runs the main job once per seed (one seed: into `directory`; several: into `directory/seed<k>`, the whole set
-    staged and replaced at the end) and reads the verdict off the rows' per-example test NLLs."""
+def run_seeds(make_splits, config, seeds: list, directory: str) -> Comparison:
+    """`compare` once its arguments are read (and `keras-ils run` with its flags): the main job once per seed.
+
+    One seed runs into `directory`, several into `directory/seed<k>`; the
+    whole result set is staged and replaces the old one at the end, seeds
+    included (the KerasTuner searches, in `directory/search[/seed<k>]`, are
+    kept across re-runs, so a killed run resumes); then the paired verdict on
+    the rows' per-example test NLLs.
+
+    Args:
+        make_splits: `seed -> Splits`.
+        config: the `RunConfig` every seed runs (its `seed` and `output_dir` replaced).
+        seeds: the seeds (`seed_list`).
+        directory: where the results go.
+    """
     from keras_ils._files import staged_directory
     from keras_ils.experiments.main_job import pipeline
     from keras_ils.experiments.reporting import seeds as seeds_summary
 
-    if len(seeds) == 1:
-        run = pipeline.run(make_splits(seeds[0]), dataclasses.replace(config, seed=seeds[0], output_dir=directory))
-        found = _verdict([directory], [run], directory)
-        return Comparison((run,), None, found, directory)
-    runs = []
-    with staged_directory(directory, COMPARISON_FILES) as staging:
-        for seed in seeds:
-            config.log(f"Seed {seed} ({len(runs) + 1}/{len(seeds)})")
-            seeded = dataclasses.replace(
-                config,
-                seed=seed,
-                output_dir=os.path.join(staging, f"seed{seed}"),
-                directory=os.path.join(directory, "search", f"seed{seed}"),  # kept across re-runs: resumable
-            )
+    several, runs = len(seeds) > 1, []
+    searches = config.directory or os.path.join(directory, "search")  # outside the result set: kept, resumable
+    with staged_directory(directory, COMPARISON_FILES + _single_run_files()) as staging:
+        places = [os.path.join(staging, f"seed{seed}") if several else staging for seed in seeds]
+        for seed, place in zip(seeds, places, strict=True):
+            if several:
+                config.log(f"Seed {seed} ({len(runs) + 1}/{len(seeds)})")
+            search = os.path.join(searches, f"seed{seed}") if several else searches
+            seeded = dataclasses.replace(config, seed=seed, output_dir=place, directory=search)
             runs.append(pipeline.run(make_splits(seed), seeded))
-        summary = seeds_summary.summarise_seeds(runs, staging)
-        found = _verdict([os.path.join(staging, f"seed{seed}") for seed in seeds], runs, staging)
+        summary = seeds_summary.summarise_seeds(runs, staging) if several else None
+        found = _verdict(places, runs, staging)
     return Comparison(tuple(runs), summary, found, directory)
 
 
@@ -348,8 +367,11 @@ def _verdict(run_directories, runs, write_to) -> dict:
     from keras_ils.experiments.main_job.config import CALIBRATORS
     from keras_ils.experiments.reporting import verdict
 
-    example_nll = verdict.read_example_nll(run_directories)
-    groups = verdict.verdict_groups([row["model"] for row in runs[0]["rows"]], suffixes=tuple(CALIBRATORS.values()))
-    found = verdict.paired_verdict(example_nll, verdict.REFERENCE, groups)
+    try:
+        example_nll = verdict.read_example_nll(run_directories)
+        groups = verdict.verdict_groups([row["model"] for row in runs[0]["rows"]], tuple(CALIBRATORS.values()))
+        found = verdict.paired_verdict(example_nll, verdict.REFERENCE, groups)
+    except (OSError, ValueError) as error:  # e.g. a diverged model's NaN: the results stand without a verdict
+        return {"error": str(error), "choice": None}
     verdict.write_verdict(found, write_to)
     return found

@@ -753,7 +753,9 @@ def test_the_output_folder_is_named_from_the_datas_stem(tmp_path, monkeypatch, c
              x_test=rng.normal(size=(10, 3)), y_test=np.arange(10) % 2)  # fmt: skip
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "--dataset", "bc.npz", "--seed", "3"]) == 2
-    assert captured_run[0].output_dir == os.path.join("runs", "bc-mlp-seed3")
+    # the run is staged beside runs/bc-mlp-seed3 (the whole set replaced at the end); its searches go inside it
+    assert captured_run[0].directory == os.path.join("runs", "bc-mlp-seed3", "search")
+    assert os.path.basename(captured_run[0].output_dir).startswith(".keras-ils-staging-bc-mlp-seed3-")
 
 
 def test_methods_are_the_registrys_without_duplicates(tmp_path, captured_run):
@@ -802,3 +804,18 @@ def test_the_methods_command_lists_the_calibrators(capsys):
     for method, suffix in config.CALIBRATORS.items():
         assert f"+ {suffix}" in rows[method] and rows[method].endswith(LAYERS[method].__name__)
     assert rows["dirichlet"].split()[1] == "dir" and rows["isotonic"].split()[1] == "-"
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--methods", "all,nope"], "argument --methods: expected 'all' or a comma-separated subset of"),
+        (["--seed", str(2**63)], r"argument --seed: expected an integer in \[0, 2\*\*63\)"),
+        (["--seed", "-1"], r"argument --seed: expected an integer in \[0, 2\*\*63\)"),
+    ],
+)
+def test_methods_beside_all_and_seeds_beyond_int64_are_usage_errors(tmp_path, capsys, argv, match):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", *argv, "--output-dir", str(tmp_path / "o")])
+    assert exit_info.value.code == 2 and re.search(match, capsys.readouterr().err)
+    assert not (tmp_path / "o").exists()

@@ -1,9 +1,9 @@
 """In-memory data as `Splits`: numpy arrays or a `tf.data.Dataset` of `(x, y)`, split into train, validation, test.
 
 `keras_ils.compare(x, y)` reads its data here: the examples are split by
-class (`stratified_split`) into a test set (`test_fraction`) and the rest,
-whose validation share (`validation_fraction`) is carved off the same way,
-all seeded; the features are standardised with the training split's
+class into a test set (`test_fraction`) and the rest, whose validation share
+(`validation_fraction`) is carved off the same way, all seeded (`split_rows`,
+as a table's); the features are standardised with the training split's
 statistics (per channel for images), as a `.npz` file's are
 (`keras_ils.experiments.data.npz`), whose checks they pass too.
 """
@@ -18,15 +18,12 @@ from keras_ils.experiments.data.splits import (
     Splits,
     check_fraction,
     check_num_classes,
-    check_split,
     feature_statistics,
+    split_rows,
     standardise,
-    stratified_split,
 )
 
 __all__ = ["array_splits", "dataset_arrays"]
-
-_ADVICE = "Give each class more examples, or larger validation and test fractions."
 
 
 def dataset_arrays(dataset: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +86,7 @@ def array_splits(
     >>> [int(d.cardinality()) for d in (splits.train, splits.validation, splits.test)]
     [60, 20, 20]
     """
-    check_fraction(test_fraction)
+    check_fraction(test_fraction, "test_fraction")
     check_fraction(validation_fraction)
     check_num_classes(num_classes)
     x, y = np.asarray(x), np.asarray(y)
@@ -98,10 +95,8 @@ def array_splits(
     num_classes = npz._checked_classes(y, y, num_classes, name)
     if x.ndim == 3:  # grey images without a channel axis
         x = x[..., None]
-    rest, test = stratified_split(y, num_classes, test_fraction, seed)  # never all of a class: every class stays
-    train, validation = (rest[rows] for rows in stratified_split(y[rest], num_classes, validation_fraction, seed))
-    check_split(
-        name, np.bincount(y[train], minlength=num_classes), np.bincount(y[validation], minlength=num_classes), _ADVICE
+    train, validation, test = split_rows(
+        y, num_classes, test_fraction=test_fraction, validation_fraction=validation_fraction, seed=seed, source=name
     )
     statistics = feature_statistics(x[train])
     parts = standardise(x[train], x[validation], x[test], names=("x",) * 3, statistics=statistics)

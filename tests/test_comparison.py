@@ -1,0 +1,133 @@
+"""`keras_ils.compare`: data in every form, the Comparison it returns, whole result sets, clear refusals."""
+
+import json
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from sklearn.datasets import load_iris
+
+import keras_ils
+from keras_ils.comparison import seed_list
+
+FAST = dict(methods=["ls"], tune=False, epochs=2, log=None)
+
+
+def _quietly(**kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small validation splits warn; their own tests check that
+        return keras_ils.compare(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return load_iris(return_X_y=True)
+
+
+@pytest.fixture(scope="module")
+def two_seeds(iris, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("compare") / "out"
+    return _quietly(x=iris[0], y=iris[1], seeds=2, seed=4, output_dir=str(directory), **FAST), directory
+
+
+def test_the_comparison_holds_every_seed_the_table_the_verdict_and_the_models(two_seeds, iris):
+    found, directory = two_seeds
+    assert found.rows == ["No LS", "No LS + TempS", "LS", "LS + TempS"] and [r["seed"] for r in found.runs] == [4, 5]
+    table = found.table
+    assert list(table.index) == found.rows
+    for name in found.rows:  # each score the mean over the seeds' results.json
+        stored = [json.loads((directory / f"seed{s}" / "results.json").read_text()) for s in (4, 5)]
+        values = [next(r for r in run["rows"] if r["model"] == name)["all"]["nll"] for run in stored]
+        assert table.loc[name, "nll"] == pytest.approx(np.mean(values))
+        assert table.loc[name, "nll_std"] == pytest.approx(np.std(values, ddof=1))
+    verdict = json.loads((directory / "verdict.json").read_text())
+    assert verdict["choice"] == found.best and found.best in found.rows and verdict["seeds"] == 2
+    assert found.verdict["reference"] == "No LS + TempS"
+    model = found.models["LS + TempS"]  # the saved model takes the features as given
+    outputs = model.predict(iris[0][:5], verbose=0)
+    assert outputs.shape == (5, 3) and np.isfinite(outputs).all()
+    assert set(found.figures) >= {"comparison", "LS + TempS"}
+    assert str(found).rstrip().splitlines()[-1].startswith(("Use ", "Keep "))
+    with pytest.raises(ValueError, match="Invalid value for argument `name`"):
+        found.model("ILS")
+
+
+def test_save_copies_the_whole_result_set(two_seeds, tmp_path):
+    found, directory = two_seeds
+    found.save(str(tmp_path / "copy"))
+    copied = {p.relative_to(tmp_path / "copy") for p in (tmp_path / "copy").rglob("*") if p.is_file()}
+    original = {p.relative_to(directory) for p in directory.rglob("*") if p.is_file() and "search" not in p.parts}
+    assert copied == original and (tmp_path / "copy" / "seed5" / "test_nll.npz").exists()
+
+
+def test_a_rerun_replaces_the_whole_set_seeds_included_and_reads_a_dataset(two_seeds, iris, tmp_path):
+    found, directory = two_seeds
+    rerun_into = tmp_path / "rerun"
+    found.save(str(rerun_into))
+    dataset = tf.data.Dataset.from_tensor_slices(iris).batch(16)  # the same data as a batched tf.data.Dataset
+    again = _quietly(x=dataset, seeds=[4], output_dir=str(rerun_into), **FAST)
+    assert not list(rerun_into.glob("seed*")) and not (rerun_into / "summary.json").exists()
+    assert (rerun_into / "results.json").exists() and (rerun_into / "verdict.json").exists()
+    first_seed = json.loads((directory / "seed4" / "results.json").read_text())
+    assert again.runs[0]["rows"][0]["all"]["count"] == first_seed["rows"][0]["all"]["count"] == 30
+
+
+def test_a_dataframe_with_a_target_column(iris, tmp_path):
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame(iris[0], columns=["sepal length", "sepal width", "petal length", "petal width"])
+    frame["species"] = np.array(["setosa", "versicolor", "virginica"])[iris[1]]
+    found = _quietly(x=frame, target="species", output_dir=str(tmp_path / "t"), **FAST)
+    model = found.models["LS"]
+    columns = {name.replace(" ", "_"): frame[name].to_numpy()[:4, None] for name in frame.columns[:4]}
+    assert model.predict(columns, verbose=0).shape == (4, 3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(y=[0, 1]), ValueError, "Argument `y` must be None for a table"),
+        (dict(target=None), ValueError, "Invalid value for argument `target`|no column"),
+    ],
+)
+def test_a_table_takes_its_labels_from_target(kwargs, error, match, tmp_path):
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"a": np.arange(30.0), "label": np.arange(30) % 2})
+    with pytest.raises(error, match=match):
+        keras_ils.compare(frame, output_dir=str(tmp_path / "o"), **{**FAST, **kwargs})
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(y=None), "Argument `y` is required with array features"),
+        (dict(target="label"), "Argument `target` names a column of a table"),
+        (dict(seeds=0), "Invalid value for argument `seeds`"),
+        (dict(seeds=[1, 1]), "distinct seeds"),
+        (dict(seeds=[2**63]), r"integers in \[0, 2\*\*63\)"),
+        (dict(methods=["ls", "nope"]), "Invalid value for argument `methods`"),
+        (dict(calibrators=["platt"]), "Invalid value for argument `calibrators`"),
+        (dict(conformal=1.5), "Invalid value for argument `conformal`"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_runs(iris, tmp_path, kwargs, match):
+    arguments = {"x": iris[0], "y": iris[1], "output_dir": str(tmp_path / "o"), **FAST, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        keras_ils.compare(**arguments)
+    assert not (tmp_path / "o").exists()
+
+
+def test_build_model_must_output_logits(iris, tmp_path):
+    def softmax_net(num_classes):
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(num_classes, activation="softmax")])
+
+    with pytest.raises(ValueError, match="ends in a softmax"):
+        _quietly(x=iris[0], y=iris[1], build_model=softmax_net, output_dir=str(tmp_path / "o"), **FAST)
+
+
+def test_seed_list():
+    assert seed_list(2, 7) == [7, 8] and seed_list((3, 1)) == [3, 1]
+    with pytest.raises(ValueError, match="Invalid value for argument `seeds`"):
+        seed_list("3")
