@@ -25,7 +25,7 @@ EXAMPLES = """examples:
   keras-ils run                                  # the paper's synthetic task, MLP, tuned (under a minute on a CPU)
   keras-ils run --dataset tfds:cifar10 --model resnet110 --strategy mirrored
   keras-ils run --dataset my_data.npz --methods ls,ils --epochs 50
-  keras-ils run --dataset my_data.npz --methods all --calibrators all --seeds 5   # every method and calibrator, ranked
+  keras-ils run --dataset my_data.npz --methods all --calibrators all --seeds 3   # every method and calibrator, verdict
   keras-ils methods                              # the methods run --methods and tune --methods take
   keras-ils tune                                 # LS and ILS tuned on the synthetic appendix grids
   keras-ils tune --dataset tfds:cifar10 --model resnet110 --algorithm random --max-trials 20
