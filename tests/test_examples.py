@@ -69,3 +69,12 @@ def test_synthetic_protocol_example_quick(tmp_path, capsys):
         assert 0.3 < row["ours"]["accuracy"] <= 1.0 and np.isfinite(row["ours"]["nll"])
     assert "| ILS | Yes |" in capsys.readouterr().out
     assert (tmp_path / "best_smoothing_bayes.png").stat().st_size > 1000
+
+
+@pytest.mark.slow  # a CNN teacher and four students by model.fit (about a minute on 2 cores)
+def test_compare_digits_cnn_example(tmp_path, capsys):
+    found = _load("compare_digits_cnn").main(
+        ["--seeds", "1", "--epochs", "1", "--no-tune", "--calibrators", "temperature", "--output-dir", str(tmp_path)]
+    )
+    assert found.rows[:2] == ["No LS", "No LS + TempS"] and found.runs[0]["model"] == "small_cnn"
+    assert "Best: " in capsys.readouterr().out
