@@ -23,14 +23,16 @@ to see whether they add to it):
 
 Nothing is tuned per data set: every run uses the package's defaults.
 
-The report (`OUTPUT/tables.md`, `OUTPUT/rows.json`, `OUTPUT/<view>/cd_<metric>.png`):
+The report (`OUTPUT/tables.md`, `OUTPUT/rows.json`, `OUTPUT/verdicts.json`, `OUTPUT/verdicts/`):
 
-- per data set and pooled over data sets, three views ranked per seed
-  (Demšar's blocks; pooled: every (data set, seed) is a block) by
-  `keras_ils.experiments.reporting.verdict`: the training methods as trained,
-  the training methods after temperature scaling, and the post-hoc
-  calibrators on the No LS network; average ranks, Friedman test, Nemenyi
-  critical difference, CD diagrams;
+- per data set and pooled over data sets, the views of `views` ranked per
+  seed (Demšar's blocks; pooled: every (data set, seed) is a block) by
+  `block_verdict` on `keras_ils.experiments.reporting.ranks`: the training
+  methods as trained, the training methods after temperature scaling, and the
+  post-hoc calibrators on the No LS and on the ILS network; average ranks,
+  Friedman test, Nemenyi critical difference, CD diagrams
+  (`OUTPUT/verdicts/<scope>/<view>/`: `verdict.md`, `verdict.json`,
+  `cd_<metric>.png`; every verdict in `OUTPUT/verdicts.json`);
 - the mean test scores of every row per data set;
 - paired comparisons against ILS: wins/losses over seeds with the exact
   two-sided sign test and the mean difference.
@@ -64,7 +66,7 @@ from keras_ils.experiments.data.splits import as_trained  # noqa: E402
 from keras_ils.experiments.engine import training  # noqa: E402
 from keras_ils.experiments.main_job import pipeline  # noqa: E402
 from keras_ils.experiments.main_job.config import CALIBRATORS, RunConfig  # noqa: E402
-from keras_ils.experiments.reporting import verdict  # noqa: E402
+from keras_ils.experiments.reporting import ranks  # noqa: E402
 from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 
 SKLEARN_SETS = ("iris", "wine", "breast_cancer", "digits")
@@ -73,6 +75,9 @@ METRICS = ("nll", "ece", "smooth_ece", "accuracy")
 HIGHER_IS_BETTER = {"accuracy"}
 REFERENCE = "ILS"
 POST_HOC_BASES = ("No LS", "ILS")  # the networks every calibrator is fitted to
+MIN_BLOCKS = 3  # fewer blocks (seeds) give the Friedman test nothing to work with
+ALPHA = 0.05  # the Friedman test's and the Nemenyi critical difference's level
+NAMES = {"nll": "NLL", "ece": "ECE", "smooth_ece": "smooth ECE", "accuracy": "accuracy"}
 
 
 def _splits(name, seed, output, synthetic_test):
@@ -111,7 +116,7 @@ def _post_hoc(splits, directory):
     for base in POST_HOC_BASES:
         slug = base.lower().replace(" ", "_")
         model = as_trained(keras.saving.load_model(os.path.join(directory, f"model_{slug}.keras")))
-        for method, suffix in CALIBRATORS.values():
+        for method, suffix in CALIBRATORS.items():
             if method == "temperature":
                 continue
             mapped, fit = calibrate(model, validation, method=method, return_fit=True)
@@ -188,7 +193,7 @@ def refit_post_hoc(output, name, seed, synthetic_test, stored):
 
 def _post_hoc_rows(block):
     """The block's rows of the calibrators fitted by `_post_hoc` (all but temperature scaling, on No LS and ILS)."""
-    suffixes = tuple(f" + {suffix}" for method, suffix in CALIBRATORS.values() if method != "temperature")
+    suffixes = tuple(f" + {suffix}" for method, suffix in CALIBRATORS.items() if method != "temperature")
     return [row for row in block["rows"] if row["model"].startswith(POST_HOC_BASES) and row["model"].endswith(suffixes)]
 
 
@@ -203,7 +208,7 @@ def views(results):
     """The rows each ranked view compares, from one run's row names."""
     names = [row["model"] for row in results["rows"]]
     trained = [name for name in names if " + " not in name]
-    suffixes = [suffix for _, suffix in CALIBRATORS.values()]
+    suffixes = [suffix for _, suffix in CALIBRATORS.items()]
     return {
         "as_trained": trained,
         "temperature_scaled": [f"{name} + TempS" for name in trained if f"{name} + TempS" in names],
@@ -213,29 +218,95 @@ def views(results):
     }
 
 
-def _summary(runs, rows):
-    """`reporting.verdict`'s input: every row's scores per block (run)."""
-    return {
-        "rows": [
-            {"model": row, **{m: {"values": [_value(r, row, m) for r in runs]} for m in METRICS}}
-            for row in rows
-            if all(_value(r, row, m) is not None for r in runs for m in METRICS)
-        ]
-    }
+def _scores(runs, rows):
+    """`{metric: {row: [score per block]}}` of the rows every block (run) scores in every metric."""
+    kept = [row for row in rows if all(_value(r, row, m) is not None for r in runs for m in METRICS)]
+    scores = {m: {row: np.array([_value(r, row, m) for r in runs], float) for row in kept} for m in METRICS}
+    if not all(np.isfinite(values).all() for table in scores.values() for values in table.values()):
+        raise ValueError("Every block needs finite scores: a run's results.json holds NaN or inf.")
+    return scores
+
+
+def block_verdict(scores, alpha=ALPHA):
+    """Demšar's (2006) verdict over blocks per metric of `_scores`' result: average ranks (best first), Friedman and
+    Iman-Davenport p-values, Nemenyi CD; the best row's lead is significant when the F rejects at `alpha` and the
+    runner-up trails by at least the CD. `"seeds"` counts the blocks."""
+    found = {}
+    for metric, table in scores.items():
+        lower = metric not in HIGHER_IS_BETTER
+        average = ranks.average_ranks(table, lower_is_better=lower)
+        order = sorted(average, key=average.get)
+        blocks = len(next(iter(table.values())))
+        friedman = ranks.friedman_test(table, lower_is_better=lower)
+        cd = ranks.critical_difference(len(table), blocks, alpha)
+        rejects = bool(friedman.f_pvalue < alpha)
+        found[metric] = {"average_ranks": {name: average[name] for name in order}, "best": order[0],
+                         "runner_up": order[1], "friedman_pvalue": float(friedman.pvalue),
+                         "iman_davenport_pvalue": float(friedman.f_pvalue), "critical_difference": float(cd),
+                         "significant": rejects and average[order[1]] - average[order[0]] >= cd,
+                         "rejects": rejects, "seeds": blocks, "alpha": alpha}  # fmt: skip
+    return found
+
+
+def _sentence(metric, found):
+    """One metric's verdict in words: the best row, the runner-up, and whether the lead is significant."""
+    ranks_of, best, second = found["average_ranks"], found["best"], found["runner_up"]
+    tied = [name for name in ranks_of if abs(ranks_of[name] - ranks_of[best]) < 1e-9]
+    of = f"of {len(ranks_of)} over {found['seeds']} seeds"
+    if len(tied) > 1:
+        shared = f"{', '.join(tied)} share the best average rank ({ranks_of[best]:.2f} {of})"
+        return f"{NAMES[metric]}: {shared}; no row leads."
+    head = (f"{NAMES[metric]}: best is {best} (average rank {ranks_of[best]:.2f} {of}), then {second} "
+            f"({ranks_of[second]:.2f})")  # fmt: skip
+    cd, p = found["critical_difference"], found["iman_davenport_pvalue"]
+    if found["significant"]:
+        return f"{head}; its lead is significant (Nemenyi CD {cd:.2f}, Friedman F p = {p:.3g})."
+    if not found["rejects"]:
+        return (f"{head}; the Friedman test does not reject that all rows are equivalent (F p = {p:.3g}), so the "
+                "lead is not significant.")  # fmt: skip
+    within = f"within the Nemenyi critical difference ({cd:.2f})"
+    return f"{head}; its lead over {second} is {within}, so it is not significant."
+
+
+def write_verdict(found, directory):
+    """`verdict.md` (average ranks per metric, each metric's sentence and CD diagram), `verdict.json` and
+    `cd_<metric>.png` of one `block_verdict` into `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    first, metrics = next(iter(found.values())), found.values()
+    table = [["average rank (1 is best)", *(NAMES[m] for m in found)]]
+    table += [[name, *(f"{v['average_ranks'][name]:.2f}" for v in metrics)] for name in first["average_ranks"]]
+    table += [["Nemenyi CD", *(f"{v['critical_difference']:.2f}" for v in metrics)],
+              ["Friedman F p", *(f"{v['iman_davenport_pvalue']:.3g}" for v in metrics)]]  # fmt: skip
+    header, *body = ("| " + " | ".join(row) + " |" for row in table)
+    lines = [f"# Verdict ({first['seeds']} seeds; Friedman test, Nemenyi at alpha {first['alpha']:g})", "", header]
+    lines += ["|---|" + "---:|" * len(found), *body, "", *(f"- {_sentence(m, v)}" for m, v in found.items()), ""]
+    lines += [f"![{NAMES[m]}](cd_{m}.png)" for m in found]
+    with open(os.path.join(directory, "verdict.md"), "w") as file:
+        file.write("\n".join(lines) + "\n")
+    with open(os.path.join(directory, "verdict.json"), "w") as file:
+        json.dump({"metrics": found}, file, indent=2)
+    for metric, v in found.items():
+        title = f"{NAMES[metric]}: average ranks over {v['seeds']} seeds (Nemenyi, alpha {v['alpha']:g})"
+        path = os.path.join(directory, f"cd_{metric}.png")
+        ranks.critical_difference_diagram(v["average_ranks"], v["seeds"], alpha=v["alpha"], title=title, path=path)
 
 
 def ranked(output, found, names, seeds):
-    """`{(scope, view): verdict}`: per data set (blocks = seeds) and pooled (blocks = every data set and seed)."""
+    """`{(scope, view): block_verdict}`: per data set (blocks = seeds) and pooled (blocks = every data set and seed);
+    a scope of fewer than `MIN_BLOCKS` blocks, or a view of fewer than two rows, gets none."""
     scopes = {name: [found[(name, s)] for s in seeds if (name, s) in found] for name in names}
     scopes["pooled"] = [run for runs in list(scopes.values()) for run in runs]
     results = {}
     for scope, runs in scopes.items():
-        if len(runs) < verdict.MIN_SEEDS:
+        if len(runs) < MIN_BLOCKS:
             continue
         for view, rows in views(runs[0]).items():
-            found_view = verdict.verdict(_summary(runs, rows))
+            scores = _scores(runs, rows)
+            if len(scores["nll"]) < 2:
+                continue
+            found_view = block_verdict(scores)
             if view != "all_rows":
-                verdict.write_verdict(found_view, os.path.join(output, "verdicts", scope, view))
+                write_verdict(found_view, os.path.join(output, "verdicts", scope, view))
             results[(scope, view)] = found_view
     return results
 
