@@ -156,7 +156,6 @@ methods=('mixup',)
     """
 
     model_name: str | None = None
-    build_model: Callable[[int], Any] | None = None
     output_dir: str | None = None
     methods: tuple[str, ...] = DEFAULT_METHODS
     hyperparameters: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -173,12 +172,13 @@ methods=('mixup',)
     temperature_estimator: Literal["map", "mle", "authors"] = "map"
     teacher_folds: int = 1
     calibrators: tuple[str, ...] = ("temperature",)
-    conformal: float | None = None
     directory: str | None = None
     log: Callable[[str], Any] | None = None
     algorithm: Literal["grid", "random", "bayesian", "hyperband"] = "grid"
     max_trials: int | None = None
     engine: Literal["auto", "keras-tuner"] = "auto"
+    build_model: Callable[[int], Any] | None = None  # these two last: the fields before them keep their positions
+    conformal: float | None = None
 
     def __post_init__(self):
         if self.build_model is not None and not callable(self.build_model):
