@@ -26,9 +26,11 @@ targets hold calibrated logits (raw / T*), the paper's T = 20 was applied to raw
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import keras
+import numpy as np
 from keras import ops
 from numpy.typing import ArrayLike
 
@@ -222,6 +224,21 @@ class DistillationCrossEntropy(keras.losses.Loss):
         soft = soft_cross_entropy(teacher_logits, y_pred, self.teacher_temperature, self.student_temperature)
         return self.weight * soft + (1.0 - self.weight) * hard
 
+    def functional_form(self):
+        """With teacher targets and `student_temperature=1` the loss is a cross-entropy against fixed targets,
+        `weight * softmax(teacher / teacher_temperature) + (1 - weight) * one_hot`: `ils_crossentropy` (method
+        `"none"`) against them, made once in float64 (`keras_ils.losses.functional_form`). With another student
+        temperature it has no functional form (`TypeError`)."""
+        from keras_ils.losses import FunctionalForm, ils_crossentropy
+
+        if self.student_temperature != 1.0:
+            raise TypeError(
+                "A DistillationCrossEntropy with student_temperature != 1 is not a cross-entropy against fixed "
+                f"targets and has no functional form. Received: student_temperature={self.student_temperature}"
+            )
+        targets = functools.partial(_soft_targets, weight=self.weight, teacher_temperature=self.teacher_temperature)
+        return FunctionalForm(ils_crossentropy, {"method": "none", "from_logits": True}, targets=targets)
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -230,6 +247,19 @@ class DistillationCrossEntropy(keras.losses.Loss):
             "student_temperature": self.student_temperature,
             "dtype": self.dtype,
         }
+
+
+def _soft_targets(y_true, num_classes, weight, teacher_temperature):
+    """`DistillationCrossEntropy`'s targets for teacher targets `y_true` (eagerly: a numpy array in its dtype,
+    computed in float64); one-hot or soft rows as they are."""
+    y_true = ops.convert_to_tensor(y_true)
+    if _labels.y_true_kind(y_true, num_classes, len(y_true.shape)) != "teacher":
+        return ops.convert_to_numpy(y_true)
+    one_hot, teacher_logits = _labels.split_teacher_targets(y_true, num_classes)
+    z = np.asarray(ops.convert_to_numpy(teacher_logits), np.float64) / teacher_temperature
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    soft = weight * (e / e.sum(axis=-1, keepdims=True)) + (1.0 - weight) * ops.convert_to_numpy(one_hot)
+    return soft.astype(ops.convert_to_numpy(y_true).dtype)
 
 
 class FitTemperatureOnTrainEnd(keras.callbacks.Callback):

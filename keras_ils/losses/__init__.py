@@ -18,6 +18,15 @@ subclass, the way Keras pairs `categorical_crossentropy` with
 The baselines' losses live in `keras_ils.baselines`, the distillation losses
 in `keras_ils.distillation`.
 
+`functional_form(loss)` (`losses/forms.py`) gives a loss as plain functions
+(`FunctionalForm`): the per-example function, its settings, a batch term
+(MMCE's, MDCA's penalty), targets made once from `y_true` (ILS's), settings
+learned once an epoch (OLS's soft labels, `EpochState`). The functions
+broadcast over a leading models axis (`y_pred` `[M, batch, K]`, settings
+`[M, 1, 1]`), which is how the vectorised engine of `keras_ils.experiments`
+trains many models' losses at once with this package's code, and any
+`keras.losses.LossFunctionWrapper`'s.
+
 Every loss here takes `from_logits` (default `True`). Told `from_logits=False`,
 a loss refuses `y_pred` that cannot be probabilities (a value outside
 `[0, 1]`, a row not summing to 1 within 1 %), since logits would otherwise
@@ -31,6 +40,7 @@ what the check costs per step.
 """
 
 from keras_ils.losses.focal import FocalLoss, focal_crossentropy
+from keras_ils.losses.forms import EpochState, FunctionalForm, functional_form
 from keras_ils.losses.ils import ILSLoss, ils_crossentropy
 from keras_ils.losses.margin import MarginLabelSmoothingLoss, margin_label_smoothing_crossentropy
 from keras_ils.losses.mdca import MDCALoss, mdca_crossentropy
@@ -43,7 +53,9 @@ from keras_ils.losses.online import (
 )
 
 __all__ = [
+    "EpochState",
     "FocalLoss",
+    "FunctionalForm",
     "ILSLoss",
     "MDCALoss",
     "MMCELoss",
@@ -52,6 +64,7 @@ __all__ = [
     "OnlineLabelSmoothingCallback",
     "OnlineLabelSmoothingWarning",
     "focal_crossentropy",
+    "functional_form",
     "ils_crossentropy",
     "margin_label_smoothing_crossentropy",
     "mdca_crossentropy",

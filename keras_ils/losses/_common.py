@@ -1,4 +1,4 @@
-"""What the losses share: reading `y_pred` and `y_true`, probabilities, a safe sqrt.
+"""What the losses share: reading `y_pred` and `y_true`, settings, probabilities, the cross-entropy, a safe sqrt.
 
 Private to `keras_ils.losses`. Every loss reads `y_pred` through
 `predictions`, which refuses values that cannot be probabilities when the
@@ -6,17 +6,35 @@ loss was told `from_logits=False`, and the package's three `y_true` forms
 (`keras_ils._labels`) through `read_targets`: sparse labels become one-hot
 rows, teacher targets give their one-hot half, one-hot or soft rows are taken
 as given (their argmax is the class where a formula needs one).
+
+The functional forms take `y_pred` with leading axes beyond the batch's
+(`[M, batch, K]`: one batch per model) and settings that are numbers or hold
+one value per model (`[M, 1, 1]`, broadcasting against `y_pred`): `setting`
+checks the numbers and passes the others, `per_example` shapes them for
+per-example values (`[M, 1]`).
 """
 
 from __future__ import annotations
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_ils import _labels
 from keras_ils._checks import number_in
 
-__all__ = ["predictions", "probabilities", "read_targets", "safe_sqrt", "non_negative"]
+__all__ = [
+    "crossentropy",
+    "flat_batch",
+    "flattened",
+    "non_negative",
+    "per_example",
+    "predictions",
+    "probabilities",
+    "read_targets",
+    "safe_sqrt",
+    "setting",
+]
 
 
 def predictions(y_pred, from_logits: bool):
@@ -95,6 +113,51 @@ def probabilities(y_pred, from_logits: bool):
         return ops.exp(log_p), log_p
     p = y_pred / ops.sum(y_pred, axis=-1, keepdims=True)
     return p, ops.log(ops.clip(p, keras.config.epsilon(), 1.0))
+
+
+def crossentropy(targets, y_pred, from_logits: bool):
+    """Per-example `-sum_j t_j log p_j` of `targets` and `y_pred` (`[..., K]` both): the package's cross-entropy.
+
+    On logits it is `-sum(targets * log_softmax(y_pred))`, the vectorised
+    engine's form since it was written (TensorFlow's fused
+    `softmax_cross_entropy_with_logits`, which `keras.ops.categorical_crossentropy`
+    runs, rounds differently); on probabilities it is Keras'
+    `categorical_crossentropy` (rows normalised, clipped to `[epsilon, 1 - epsilon]`).
+    """
+    if from_logits:
+        return -ops.sum(targets * ops.log_softmax(y_pred, axis=-1), axis=-1)
+    return ops.categorical_crossentropy(targets, y_pred, from_logits=False)
+
+
+def setting(name: str, value, check):
+    """`value` checked by `check(name, value)` when it is a Python value; a tensor or array (one value per model,
+    `[M, 1, 1]`) as given, its values checked where it was made."""
+    if ops.is_tensor(value) or isinstance(value, np.ndarray):
+        return value
+    return check(name, value)
+
+
+def per_example(value):
+    """A setting shaped to multiply per-example values `[..., batch]`: a number as it is, one value per model
+    `[M, 1, 1]` as `[M, 1]`."""
+    return ops.squeeze(value, axis=-1) if ops.is_tensor(value) or isinstance(value, np.ndarray) else value
+
+
+def flattened(y_true, y_pred):
+    """`(y_true, y_pred)` with every axis of `y_pred [..., K]` but the classes' merged into one batch axis, `y_true`
+    (any of its forms) with it: a batch statistic (MMCE's, MDCA's, OLS's) of a loss class then spans every example
+    it is given, whatever their rank."""
+    y_true = ops.convert_to_tensor(y_true)
+    kept = tuple(y_true.shape[len(y_pred.shape) - 1 :])  # () for sparse labels [...], (1,) or (W,) otherwise
+    return ops.reshape(y_true, (-1, *kept)), ops.reshape(y_pred, (-1, y_pred.shape[-1]))
+
+
+def flat_batch(function, y_true, y_pred):
+    """`function(y_true, y_pred)` (per-example values) on the `flattened` batch, shaped back to `y_pred`'s leading
+    axes; called as it is on a `[batch, K]` `y_pred`."""
+    if len(y_pred.shape) <= 2:
+        return function(y_true, y_pred)
+    return ops.reshape(function(*flattened(y_true, y_pred)), ops.shape(y_pred)[:-1])
 
 
 def safe_sqrt(x):

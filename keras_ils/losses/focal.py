@@ -19,6 +19,7 @@ from keras import ops
 
 from keras_ils._checks import invalid
 from keras_ils.losses import _common
+from keras_ils.losses.forms import FunctionalForm
 
 __all__ = ["FocalLoss", "focal_crossentropy"]
 
@@ -26,24 +27,26 @@ Gamma = float | Literal["flsd53"]
 _EXPECTED_GAMMA = "a float >= 0 or 'flsd53'"
 
 
-def _check_gamma(gamma) -> Gamma:
+def _check_gamma(name, gamma) -> Gamma:
     if isinstance(gamma, str):
         if gamma != "flsd53":
-            raise invalid("gamma", _EXPECTED_GAMMA, gamma)
+            raise invalid(name, _EXPECTED_GAMMA, gamma)
         return gamma
     try:
-        return _common.non_negative("gamma", gamma)
+        return _common.non_negative(name, gamma)
     except ValueError:
-        raise invalid("gamma", _EXPECTED_GAMMA, gamma) from None
+        raise invalid(name, _EXPECTED_GAMMA, gamma) from None
 
 
 def focal_crossentropy(y_true, y_pred, gamma: Gamma = 3.0, from_logits: bool = True):
     """Per-example focal loss `-sum_j y_j (1 - p_j)^gamma log p_j`; the function behind `FocalLoss`.
 
     `y_true` is read as `FocalLoss` reads it; no reduction or weighting.
+    `y_pred` may have leading axes (`[M, batch, K]`, one batch per model),
+    and a float `gamma` may hold one value per model (`[M, 1, 1]`).
 
     Returns:
-        `[batch]` losses.
+        `[batch]` losses (`[M, batch]` with a models axis).
 
     Example:
 
@@ -54,11 +57,11 @@ def focal_crossentropy(y_true, y_pred, gamma: Gamma = 3.0, from_logits: bool = T
     >>> round(float(focal_crossentropy([0], np.log([[0.1, 0.6, 0.3]]), gamma="flsd53")[0]), 4)   # p_t < 0.2: gamma 5
     1.3596
     """
-    gamma = _check_gamma(gamma)
+    gamma = _common.setting("gamma", gamma, _check_gamma)
     y_pred = _common.predictions(y_pred, from_logits)
     targets, _ = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
     p, log_p = _common.probabilities(y_pred, from_logits)
-    if gamma == "flsd53":  # Mukhoti et al.'s schedule: 5 below p_t = 0.2, else 3; no gradient through it
+    if isinstance(gamma, str):  # Mukhoti et al.'s schedule: 5 below p_t = 0.2, else 3; no gradient through it
         p_t = ops.stop_gradient(ops.sum(targets * p, axis=-1, keepdims=True))
         gamma = ops.cast(ops.where(p_t < 0.2, 5.0, 3.0), y_pred.dtype)
     if not from_logits:
@@ -131,12 +134,16 @@ class FocalLoss(keras.losses.Loss):
         dtype=None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
-        _check_gamma(gamma)
+        _check_gamma("gamma", gamma)
         self.gamma = gamma
         self.from_logits = bool(from_logits)
 
     def call(self, y_true, y_pred):
         return focal_crossentropy(y_true, y_pred, gamma=self.gamma, from_logits=self.from_logits)
+
+    def functional_form(self) -> FunctionalForm:
+        """`focal_crossentropy` with this loss's `gamma` and `from_logits` (see `keras_ils.losses.functional_form`)."""
+        return FunctionalForm(focal_crossentropy, {"gamma": self.gamma, "from_logits": self.from_logits})
 
     def get_config(self):
         config = super().get_config()

@@ -16,12 +16,15 @@ with an error naming `from_logits=True` (see `keras_ils.losses`).
 
 from __future__ import annotations
 
+import functools
+
 import keras
 from keras import ops
 
 from keras_ils import _labels
 from keras_ils import targets as _targets
 from keras_ils.losses import _common
+from keras_ils.losses.forms import FunctionalForm
 
 __all__ = ["ILSLoss", "ils_crossentropy"]
 
@@ -64,22 +67,31 @@ def _crossentropy(y_true, y_pred, hyperparameters, from_logits):
     """`ils_crossentropy` on checked hyperparameters (`validate_hyperparameters`' dict)."""
     y_pred = _common.predictions(y_pred, from_logits)
     y_true = ops.convert_to_tensor(y_true, dtype=y_pred.dtype)
-    num_classes = y_pred.shape[-1]
-    kind = _labels.y_true_kind(y_true, num_classes, len(y_pred.shape))
+    targets = _targets_of(y_true, y_pred.shape[-1], len(y_pred.shape), hyperparameters)
+    return _common.crossentropy(ops.cast(targets, y_pred.dtype), y_pred, from_logits)
+
+
+def _targets_of(y_true, num_classes, rank, hyperparameters):
+    """The targets of `method` for `y_true` in any of its forms (`rank`: `y_pred`'s)."""
+    kind = _labels.y_true_kind(y_true, num_classes, rank)
     if kind == "dense":
         smoothed = hyperparameters["method"] == "ls"  # Keras' `label_smoothing`: one formula on one-hot and soft rows
-        targets = _targets.targets_from_one_hot(y_true, **hyperparameters) if smoothed else y_true
-    elif kind == "teacher":
+        return _targets.targets_from_one_hot(y_true, **hyperparameters) if smoothed else y_true
+    if kind == "teacher":
         one_hot, teacher_logits = _labels.split_teacher_targets(y_true, num_classes)
-        targets = _targets.targets_from_one_hot(one_hot, teacher_logits, **hyperparameters)
-    else:
-        labels = _labels.hard_labels(y_true, num_classes, len(y_pred.shape))
-        hard_method = "ls" if hyperparameters["method"] == "ls" else "none"
-        targets = _targets.targets_from_one_hot(
-            ops.one_hot(labels, num_classes), method=hard_method, epsilon=hyperparameters["epsilon"]
-        )
-    targets = ops.cast(targets, y_pred.dtype)
-    return ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
+        return _targets.targets_from_one_hot(one_hot, teacher_logits, **hyperparameters)
+    labels = _labels.hard_labels(y_true, num_classes, rank)
+    hard_method = "ls" if hyperparameters["method"] == "ls" else "none"
+    return _targets.targets_from_one_hot(
+        ops.one_hot(labels, num_classes), method=hard_method, epsilon=hyperparameters["epsilon"]
+    )
+
+
+def _fixed_targets(y_true, num_classes, hyperparameters):
+    """`FunctionalForm.targets` of `ILSLoss`: its targets for one-hot or soft rows, or teacher targets, in their
+    dtype."""
+    y_true = ops.convert_to_tensor(y_true)
+    return ops.cast(_targets_of(y_true, num_classes, len(y_true.shape), hyperparameters), y_true.dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -184,6 +196,12 @@ class ILSLoss(keras.losses.Loss):
         return _crossentropy(
             ops.convert_to_tensor(y_true, dtype=self.dtype), y_pred, self._hyperparameters, self.from_logits
         )
+
+    def functional_form(self) -> FunctionalForm:
+        """Cross-entropy (`ils_crossentropy`, method `"none"`) against the targets this loss makes from `y_true`,
+        which depend on it alone (`keras_ils.losses.functional_form`)."""
+        targets = functools.partial(_fixed_targets, hyperparameters=dict(self._hyperparameters))
+        return FunctionalForm(ils_crossentropy, {"method": "none", "from_logits": self.from_logits}, targets=targets)
 
     def get_config(self):
         config = super().get_config()

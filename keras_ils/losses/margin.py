@@ -6,13 +6,9 @@ import keras
 from keras import ops
 
 from keras_ils.losses import _common
+from keras_ils.losses.forms import FunctionalForm
 
 __all__ = ["MarginLabelSmoothingLoss", "margin_label_smoothing_crossentropy"]
-
-
-def _check(margin, alpha) -> None:
-    _common.non_negative("margin", margin)
-    _common.non_negative("alpha", alpha)
 
 
 def margin_label_smoothing_crossentropy(
@@ -21,10 +17,11 @@ def margin_label_smoothing_crossentropy(
     """Per-example MbLS loss, cross-entropy plus a hinge on logit gaps; the math of `MarginLabelSmoothingLoss`.
 
     `y_true` is read as `MarginLabelSmoothingLoss` reads it; no reduction or
-    weighting.
+    weighting. `y_pred` may have leading axes (`[M, batch, K]`, one batch per
+    model), and `margin` and `alpha` may hold one value per model (`[M, 1, 1]`).
 
     Returns:
-        `[batch]` losses.
+        `[batch]` losses (`[M, batch]` with a models axis).
 
     Example:
 
@@ -32,13 +29,14 @@ def margin_label_smoothing_crossentropy(
     >>> round(float(loss[0]), 4)   # CE 2.2e-5 + 0.1 * (2 + 1 + 0) / 3
     0.1
     """
-    _check(margin, alpha)
+    margin = _common.setting("margin", margin, _common.non_negative)
+    alpha = _common.setting("alpha", alpha, _common.non_negative)
     y_pred = _common.predictions(y_pred, from_logits)
     targets, _ = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
-    crossentropy = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
+    crossentropy = _common.crossentropy(targets, y_pred, from_logits)
     logits = y_pred if from_logits else _common.probabilities(y_pred, False)[1]  # log p: logits up to a shift
     gaps = ops.max(logits, axis=-1, keepdims=True) - logits
-    return crossentropy + alpha * ops.mean(ops.relu(gaps - margin), axis=-1)
+    return crossentropy + _common.per_example(alpha) * ops.mean(ops.relu(gaps - margin), axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -102,13 +100,19 @@ class MarginLabelSmoothingLoss(keras.losses.Loss):
         dtype=None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
-        _check(margin, alpha)
+        _common.non_negative("margin", margin)
+        _common.non_negative("alpha", alpha)
         self.margin = margin
         self.alpha = alpha
         self.from_logits = bool(from_logits)
 
     def call(self, y_true, y_pred):
         return margin_label_smoothing_crossentropy(y_true, y_pred, self.margin, self.alpha, self.from_logits)
+
+    def functional_form(self) -> FunctionalForm:
+        """`margin_label_smoothing_crossentropy` with this loss's settings (`keras_ils.losses.functional_form`)."""
+        arguments = {"margin": self.margin, "alpha": self.alpha, "from_logits": self.from_logits}
+        return FunctionalForm(margin_label_smoothing_crossentropy, arguments)
 
     def get_config(self):
         config = super().get_config()

@@ -8,6 +8,10 @@ example's share, penalty included: with weights `w`, the reduced loss is
 `mean(w * CE) + beta * MDCA * mean(w)`. The penalty itself is computed over
 every example of the batch, unweighted (a zero-weighted example still enters
 it; drop such examples from the batch to leave them out entirely).
+
+The functions take the batch along `y_pred`'s second-to-last axis, one
+batch per leading index (`[M, batch, K]`: one per model, each its own
+penalty); `MDCALoss` takes every example it is given as one batch.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import keras
 from keras import ops
 
 from keras_ils.losses import _common
+from keras_ils.losses.forms import FunctionalForm
+from keras_ils.losses.ils import ils_crossentropy
 
-__all__ = ["MDCALoss", "mdca", "mdca_crossentropy"]
+__all__ = ["MDCALoss", "mdca", "mdca_crossentropy", "mdca_penalty"]
 
 
 def mdca(probabilities, targets):
@@ -30,28 +36,48 @@ def mdca(probabilities, targets):
     ```
 
     Args:
-        probabilities: `[..., K]` predicted probabilities.
-        targets: `[..., K]` one-hot (or soft) targets.
+        probabilities: `[m, K]` predicted probabilities (`[..., m, K]`: one
+            batch per leading index).
+        targets: `[m, K]` one-hot (or soft) targets.
 
     Returns:
-        A scalar.
+        A scalar (`[...]`).
 
     Example:
 
     >>> round(float(mdca([[0.9, 0.1], [0.6, 0.4]], [[1.0, 0.0], [0.0, 1.0]])), 4)   # |0.75 - 0.5| twice
     0.25
     """
-    probabilities = ops.convert_to_tensor(probabilities)
-    num_classes = probabilities.shape[-1]
-    p = ops.reshape(probabilities, (-1, num_classes))
-    y = ops.cast(ops.reshape(targets, (-1, num_classes)), p.dtype)
-    return ops.mean(ops.abs(ops.mean(p, axis=0) - ops.mean(y, axis=0)))
+    p = ops.convert_to_tensor(probabilities)
+    y = ops.cast(targets, p.dtype)
+    return ops.mean(ops.abs(ops.mean(p, axis=-2) - ops.mean(y, axis=-2)), axis=-1)
+
+
+def mdca_penalty(y_true, y_pred, beta: float = 1.0, from_logits: bool = True):
+    """`beta * MDCA` of the batch, `[1]`: the term every example of `mdca_crossentropy` carries.
+
+    `y_true` is read as `MDCALoss` reads it; `y_pred` may have leading axes
+    (`[M, batch, K]`: each batch's own penalty, `[M, 1]`), and `beta` may
+    hold one value per model (`[M, 1, 1]`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> round(float(mdca_penalty([0, 1], np.log([[0.9, 0.1], [0.6, 0.4]]), beta=2.0)[0]), 4)   # 2 * 0.25
+    0.5
+    """
+    beta = _common.setting("beta", beta, _common.non_negative)
+    y_pred = _common.predictions(y_pred, from_logits)
+    targets, _ = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
+    p, _ = _common.probabilities(y_pred, from_logits)
+    return _common.per_example(beta) * mdca(p, targets)[..., None]
 
 
 def mdca_crossentropy(y_true, y_pred, beta: float = 1.0, from_logits: bool = True):
     """Per-example `CE_i + beta * MDCA(batch)`; the function behind `MDCALoss` (see the module's note).
 
     `y_true` is read as `MDCALoss` reads it; no reduction or weighting.
+    `y_pred` may have leading axes (see `mdca_penalty`).
 
     Returns:
         `[batch]` losses.
@@ -63,12 +89,9 @@ def mdca_crossentropy(y_true, y_pred, beta: float = 1.0, from_logits: bool = Tru
     >>> np.round(keras.ops.convert_to_numpy(loss), 4).tolist()   # CE + 0.25
     [0.3554, 1.1663]
     """
-    _common.non_negative("beta", beta)
-    y_pred = _common.predictions(y_pred, from_logits)
-    targets, _ = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
-    crossentropy = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
-    p, _ = _common.probabilities(y_pred, from_logits)
-    return crossentropy + beta * mdca(p, targets)
+    return ils_crossentropy(y_true, y_pred, method="none", from_logits=from_logits) + mdca_penalty(
+        y_true, y_pred, beta, from_logits
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -136,7 +159,16 @@ class MDCALoss(keras.losses.Loss):
         self.from_logits = bool(from_logits)
 
     def call(self, y_true, y_pred):
-        return mdca_crossentropy(y_true, y_pred, self.beta, self.from_logits)
+        return _common.flat_batch(lambda y, z: mdca_crossentropy(y, z, self.beta, self.from_logits), y_true, y_pred)
+
+    def functional_form(self) -> FunctionalForm:
+        """Cross-entropy (`ils_crossentropy`, method `"none"`) plus `mdca_penalty` as the batch term
+        (`keras_ils.losses.functional_form`)."""
+        return FunctionalForm(
+            ils_crossentropy,
+            {"method": "none", "from_logits": self.from_logits},
+            batch_term=(mdca_penalty, {"beta": self.beta, "from_logits": self.from_logits}),
+        )
 
     def get_config(self):
         config = super().get_config()

@@ -8,6 +8,10 @@ each example's share, penalty included: with weights `w`, the reduced loss
 is `mean(w * CE) + weight * MMCE * mean(w)`. The penalty itself is computed
 over every example of the batch, unweighted (a zero-weighted example still
 enters it; drop such examples from the batch to leave them out entirely).
+
+The functions take the batch along `y_pred`'s second-to-last axis, one
+batch per leading index (`[M, batch, K]`: one per model, each its own
+penalty); `MMCELoss` takes every example it is given as one batch.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import keras
 from keras import ops
 
 from keras_ils.losses import _common
+from keras_ils.losses.forms import FunctionalForm
+from keras_ils.losses.ils import ils_crossentropy
 
-__all__ = ["MMCELoss", "mmce", "mmce_crossentropy"]
+__all__ = ["MMCELoss", "mmce", "mmce_crossentropy", "mmce_penalty"]
 
 KERNEL_WIDTH = 0.4  # the Laplacian kernel's width in the paper and in both of the authors' codes
 
@@ -32,29 +38,52 @@ def mmce(confidences, correct):
     ```
 
     Args:
-        confidences: `[m]` top-label probabilities `r`.
+        confidences: `[m]` top-label probabilities `r` (`[..., m]`: one
+            batch per leading index).
         correct: `[m]` 1 where the top label is right, else 0 (`c`).
 
     Returns:
-        A scalar, in float32 whatever the inputs' dtype (the double sum is
-        too coarse in half precision).
+        A scalar (`[...]`), in float32 whatever the inputs' dtype (the
+        double sum is too coarse in half precision).
 
     Example:
 
     >>> round(float(mmce([0.9, 0.6], [1.0, 0.0])), 4)
     0.2799
     """
-    r = ops.cast(ops.reshape(confidences, (-1,)), "float32")
-    gap = ops.cast(ops.reshape(correct, (-1,)), "float32") - r
-    kernel = ops.exp(-ops.abs(r[:, None] - r[None, :]) / KERNEL_WIDTH)
-    squared = ops.sum(gap[:, None] * gap[None, :] * kernel) / ops.cast(ops.shape(r)[0], "float32") ** 2
-    return _common.safe_sqrt(squared)
+    r = ops.cast(confidences, "float32")
+    gap = ops.cast(correct, "float32") - r
+    kernel = ops.exp(-ops.abs(r[..., :, None] - r[..., None, :]) / KERNEL_WIDTH)
+    count = ops.cast(ops.shape(r)[-1], "float32")
+    return _common.safe_sqrt(ops.sum(gap[..., :, None] * gap[..., None, :] * kernel, axis=(-2, -1)) / count**2)
+
+
+def mmce_penalty(y_true, y_pred, weight: float = 2.0, from_logits: bool = True):
+    """`weight * MMCE` of the batch, `[1]`: the term every example of `mmce_crossentropy` carries.
+
+    `y_true` is read as `MMCELoss` reads it; `y_pred` may have leading axes
+    (`[M, batch, K]`: each batch's own penalty, `[M, 1]`), and `weight` may
+    hold one value per model (`[M, 1, 1]`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> round(float(mmce_penalty([0, 1], np.log([[0.9, 0.1], [0.6, 0.4]]), weight=2.0)[0]), 4)   # 2 * 0.2799
+    0.5597
+    """
+    weight = _common.setting("weight", weight, _common.non_negative)
+    y_pred = _common.predictions(y_pred, from_logits)
+    _, labels = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
+    p, _ = _common.probabilities(y_pred, from_logits)
+    correct = ops.cast(ops.equal(ops.cast(ops.argmax(p, axis=-1), "int32"), labels), "float32")
+    return ops.cast(_common.per_example(weight) * mmce(ops.max(p, axis=-1), correct)[..., None], y_pred.dtype)
 
 
 def mmce_crossentropy(y_true, y_pred, weight: float = 2.0, from_logits: bool = True):
     """Per-example `CE_i + weight * MMCE(batch)`; the function behind `MMCELoss` (see the module's note).
 
     `y_true` is read as `MMCELoss` reads it; no reduction or weighting.
+    `y_pred` may have leading axes (see `mmce_penalty`).
 
     Returns:
         `[batch]` losses.
@@ -66,14 +95,9 @@ def mmce_crossentropy(y_true, y_pred, weight: float = 2.0, from_logits: bool = T
     >>> np.round(keras.ops.convert_to_numpy(loss), 4).tolist()   # CE + 0.2799
     [0.3852, 1.1962]
     """
-    _common.non_negative("weight", weight)
-    y_pred = _common.predictions(y_pred, from_logits)
-    targets, labels = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
-    crossentropy = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
-    p, _ = _common.probabilities(y_pred, from_logits)
-    correct = ops.cast(ops.equal(ops.cast(ops.argmax(p, axis=-1), "int32"), labels), "float32")
-    penalty = mmce(ops.max(p, axis=-1), correct)
-    return crossentropy + ops.cast(weight * penalty, crossentropy.dtype)
+    return ils_crossentropy(y_true, y_pred, method="none", from_logits=from_logits) + mmce_penalty(
+        y_true, y_pred, weight, from_logits
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_ils")
@@ -148,7 +172,16 @@ class MMCELoss(keras.losses.Loss):
         self.from_logits = bool(from_logits)
 
     def call(self, y_true, y_pred):
-        return mmce_crossentropy(y_true, y_pred, self.weight, self.from_logits)
+        return _common.flat_batch(lambda y, z: mmce_crossentropy(y, z, self.weight, self.from_logits), y_true, y_pred)
+
+    def functional_form(self) -> FunctionalForm:
+        """Cross-entropy (`ils_crossentropy`, method `"none"`) plus `mmce_penalty` as the batch term
+        (`keras_ils.losses.functional_form`)."""
+        return FunctionalForm(
+            ils_crossentropy,
+            {"method": "none", "from_logits": self.from_logits},
+            batch_term=(mmce_penalty, {"weight": self.weight, "from_logits": self.from_logits}),
+        )
 
     def get_config(self):
         config = super().get_config()

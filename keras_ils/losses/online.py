@@ -35,6 +35,7 @@ it holds) but the callback refuses to train with it.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import keras
@@ -43,18 +44,25 @@ from keras import ops
 
 from keras_ils._checks import integer_at_least, number_in
 from keras_ils.losses import _common
+from keras_ils.losses.forms import EpochState, FunctionalForm
 
 __all__ = [
     "OnlineLabelSmoothing",
     "OnlineLabelSmoothingCallback",
     "OnlineLabelSmoothingWarning",
+    "correct_statistics",
     "online_label_smoothing_crossentropy",
     "soft_labels_from_statistics",
 ]
 
 
 def online_label_smoothing_crossentropy(y_true, y_pred, soft_labels, alpha: float = 0.5, from_logits: bool = True):
-    """Per-example `alpha * CE(y) + (1 - alpha) * CE(soft_labels[label])`; the math of `OnlineLabelSmoothing`.
+    """Per-example cross-entropy against `alpha * y + (1 - alpha) * soft_labels[label]`; the math of
+    `OnlineLabelSmoothing` (equal to `alpha * CE(y) + (1 - alpha) * CE(soft_labels[label])`).
+
+    `y_pred` may have leading axes (`[M, batch, K]`, one batch per model),
+    with one `soft_labels` per model (`[M, K, K]`) and `alpha` a number or
+    one value per model (`[M, 1, 1]`).
 
     Args:
         y_true: sparse labels, one-hot or soft rows (the first term is against
@@ -75,15 +83,37 @@ def online_label_smoothing_crossentropy(y_true, y_pred, soft_labels, alpha: floa
     >>> round(float(loss[0]), 4)
     0.9163
     """
-    number_in("alpha", alpha, 0.0, 1.0)
+    alpha = _common.setting("alpha", alpha, lambda name, value: number_in(name, value, 0.0, 1.0))
     y_pred = _common.predictions(y_pred, from_logits)
     targets, labels = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
-    soft = ops.cast(ops.take(ops.convert_to_tensor(soft_labels), labels, axis=0), y_pred.dtype)
-    hard = ops.categorical_crossentropy(targets, y_pred, from_logits=from_logits)
-    return alpha * hard + (1.0 - alpha) * ops.categorical_crossentropy(soft, y_pred, from_logits=from_logits)
+    rows = ops.one_hot(labels, y_pred.shape[-1], dtype=y_pred.dtype)
+    soft = ops.matmul(rows, ops.cast(soft_labels, y_pred.dtype))  # row `label` of S, exactly
+    return _common.crossentropy(alpha * targets + (1.0 - alpha) * soft, y_pred, from_logits)
 
 
-def soft_labels_from_statistics(correct_sums, correct_counts, previous) -> np.ndarray:
+def correct_statistics(y_true, y_pred, from_logits: bool = True):
+    """`(sums [K, K], counts [K])` of a batch: per true class, the predicted distributions of its correctly
+    classified examples, summed, and their number (no gradient); `OnlineLabelSmoothing`'s epoch statistics.
+
+    `y_pred` may have leading axes (`[M, batch, K]`: `([M, K, K], [M, K])`,
+    each batch's own).
+
+    Example:
+
+    >>> import numpy as np
+    >>> sums, counts = correct_statistics([0, 0, 1], np.log([[0.8, 0.2], [0.3, 0.7], [0.4, 0.6]]))
+    >>> np.round(keras.ops.convert_to_numpy(sums), 4).tolist(), keras.ops.convert_to_numpy(counts).tolist()
+    ([[0.8, 0.2], [0.4, 0.6]], [1.0, 1.0])
+    """
+    y_pred = ops.convert_to_tensor(y_pred)
+    _, labels = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
+    p = ops.stop_gradient(ops.cast(_common.probabilities(y_pred, from_logits)[0], "float32"))
+    correct = ops.cast(ops.equal(ops.cast(ops.argmax(p, axis=-1), "int32"), labels), "float32")
+    members = ops.one_hot(labels, y_pred.shape[-1], dtype="float32") * correct[..., None]
+    return ops.matmul(ops.swapaxes(members, -1, -2), p), ops.sum(members, axis=-2)
+
+
+def soft_labels_from_statistics(correct_sums, correct_counts, previous):
     """The next `S`: row `y` is the normalised mean predicted distribution of the correct examples of class `y`.
 
     A row whose class had no correctly classified example keeps its previous
@@ -97,29 +127,35 @@ def soft_labels_from_statistics(correct_sums, correct_counts, previous) -> np.nd
     once (`S` starts uniform); after that, a class the model stops getting
     right for an epoch (a learning-rate drop, strong augmentation, a small
     class in a large batch) keeps its learned row here instead of falling
-    back to uniform smoothing. The paper's experiment engine
-    (`keras_ils.experiments.engine.loss_terms`) follows the same rule.
+    back to uniform smoothing.
 
     Args:
-        correct_sums: `[K, K]` sums of the predicted distributions, per true class.
+        correct_sums: `[K, K]` sums of the predicted distributions, per true
+            class (`[..., K, K]`: one matrix per leading index).
         correct_counts: `[K]` numbers of correctly classified examples per class.
         previous: `[K, K]` the current `S`.
 
     Returns:
-        `[K, K]` float32, rows summing to 1.
+        `[K, K]` float32 tensor, rows summing to 1.
 
     Example:
 
     >>> sums = np.array([[1.6, 0.4], [0.0, 0.0]])
-    >>> soft_labels_from_statistics(sums, np.array([2.0, 0.0]), np.full((2, 2), 0.5)).tolist()
+    >>> labels = soft_labels_from_statistics(sums, np.array([2.0, 0.0]), np.full((2, 2), 0.5))
+    >>> ops.convert_to_numpy(labels).tolist()
     [[0.800000011920929, 0.20000000298023224], [0.5, 0.5]]
     """
-    sums = np.asarray(correct_sums, dtype=np.float64)
-    counts = np.asarray(correct_counts, dtype=np.float64)
-    totals = sums.sum(axis=1, keepdims=True)  # mean then normalise = normalise the sums
-    seen = (counts > 0) & (totals[:, 0] > 0)
-    rows = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
-    return np.where(seen[:, None], rows, np.asarray(previous, dtype=np.float64)).astype(np.float32)
+    sums = ops.convert_to_tensor(correct_sums, "float32")
+    counts = ops.convert_to_tensor(correct_counts, "float32")
+    totals = ops.sum(sums, axis=-1, keepdims=True)  # mean then normalise = normalise the sums
+    seen = ops.logical_and(counts > 0, totals[..., 0] > 0)
+    rows = sums / ops.where(totals > 0, totals, ops.ones_like(totals))
+    return ops.where(seen[..., None], rows, ops.convert_to_tensor(previous, "float32"))
+
+
+def _next_soft_labels(statistics, soft_labels):
+    """`EpochState.update` of `OnlineLabelSmoothing`: the next `S` from an epoch's summed `correct_statistics`."""
+    return {"soft_labels": soft_labels_from_statistics(*statistics, soft_labels)}
 
 
 class OnlineLabelSmoothingWarning(UserWarning):
@@ -256,14 +292,9 @@ class OnlineLabelSmoothing(keras.losses.Loss):
 
     def _accumulate(self, y_true, y_pred):
         """Adds the batch's correctly classified predicted distributions to the epoch statistics."""
-        _, labels = _common.read_targets(ops.convert_to_tensor(y_true), y_pred)
-        p = ops.stop_gradient(ops.cast(_common.probabilities(y_pred, self.from_logits)[0], "float32"))
-        p = ops.reshape(p, (-1, self.num_classes))
-        labels = ops.reshape(labels, (-1,))
-        correct = ops.cast(ops.equal(ops.cast(ops.argmax(p, axis=-1), "int32"), labels), "float32")
-        members = ops.one_hot(labels, self.num_classes, dtype="float32") * correct[:, None]
-        self.correct_sums.assign_add(ops.matmul(ops.transpose(members), p))
-        self.correct_counts.assign_add(ops.sum(members, axis=0))
+        sums, counts = correct_statistics(*_common.flattened(y_true, y_pred), self.from_logits)
+        self.correct_sums.assign_add(sums)
+        self.correct_counts.assign_add(counts)
 
     def statistics(self) -> tuple[np.ndarray, np.ndarray]:
         """`(correct_sums [K, K], correct_counts [K])` gathered since the last `reset_statistics`, as numpy."""
@@ -277,8 +308,20 @@ class OnlineLabelSmoothing(keras.losses.Loss):
     def update_soft_labels(self, statistics=None) -> None:
         """Sets `S` from `statistics` (default: the current ones), per `soft_labels_from_statistics`."""
         sums, counts = self.statistics() if statistics is None else statistics
-        self.soft_labels.assign(soft_labels_from_statistics(sums, counts, ops.convert_to_numpy(self.soft_labels)))
+        self.soft_labels.assign(soft_labels_from_statistics(sums, counts, self.soft_labels))
         self._learned = True
+
+    def functional_form(self) -> FunctionalForm:
+        """`online_label_smoothing_crossentropy` with `S` as an `EpochState`: `correct_statistics` summed over
+        an epoch, `soft_labels_from_statistics` at its end, as the callback does
+        (`keras_ils.losses.functional_form`)."""
+        state = EpochState(
+            {"soft_labels": ops.convert_to_numpy(self.soft_labels)},
+            correct_statistics if self.from_logits else functools.partial(correct_statistics, from_logits=False),
+            _next_soft_labels,
+        )
+        arguments = {"alpha": self.alpha, "from_logits": self.from_logits}
+        return FunctionalForm(online_label_smoothing_crossentropy, arguments, state=state)
 
     def save_own_variables(self, store):
         """Saves `S` with a `.keras` model compiled with this loss (the statistics are an epoch's, not saved)."""
