@@ -128,59 +128,82 @@ class IsotonicCalibration(OneVsRestCalibration):
 
 
 RESOLUTION = np.finfo(np.float64).resolution  # scikit-learn's tie tolerance, 1e-15
-_TIE_BLOCK = 1 << 18  # scores per block of `_tied_positions`
+_TIE_BLOCK = 1 << 18  # scores per block of `_runs`' differences
 
 
-def _tied_positions(ordered) -> np.ndarray:
-    """Flat positions in `ordered [K, n]` (sorted rows) of the scores that join the run before them.
+def _runs(ordered) -> tuple:
+    """`(lo, hi)`: the flat positions `[lo, hi)` in `ordered [K, n]` (sorted rows) of the runs of several scores.
 
     scikit-learn's `_make_unique`: a score starts a run when it is at least
     `RESOLUTION` above the first score of the current run. A gap of at least
-    the resolution always starts one; inside a cluster of smaller gaps the
-    runs are found by stepping from run start to run start, all clusters at
-    once (a bisection per step).
+    the resolution always starts one; the others lie in clusters (a score
+    and those after it up to the next such gap), in which each score's next
+    run start is found once (`_next_starts`), and the runs are followed from
+    start to start, all clusters at once, one gather a step.
     """
     flat, n = ordered.ravel(), ordered.shape[1]
     blocks = range(0, len(flat) - 1, _TIE_BLOCK)  # the differences in blocks, so that they stay small
     tied = np.concatenate([np.flatnonzero(np.diff(flat[s : s + _TIE_BLOCK + 1]) < RESOLUTION) + s + 1 for s in blocks])
     tied = tied[tied % n > 0]  # a class's first score starts its first run
     if not len(tied):
-        return tied
-    first, last = _blocks(tied)
-    spread = flat[last] - flat[first - 1] >= RESOLUTION  # clusters whose scores span the resolution
-    anchors, ends, starts = first[spread] - 1, last[spread] + 1, []
-    while len(anchors):  # from each cluster's current run start to the next, until past the cluster
-        anchors = _next_start(flat, anchors, ends)
-        inside = anchors < ends
-        anchors, ends = anchors[inside], ends[inside]
-        starts.append(anchors)
-    return np.setdiff1d(tied, np.concatenate(starts), assume_unique=True) if starts else tied
+        return tied, tied
+    new = np.flatnonzero(np.diff(tied) != 1) + 1  # the clusters: consecutive tied positions and the score before
+    anchors = tied[np.append(0, new)] - 1
+    sizes = tied[np.append(new - 1, len(tied) - 1)] + 1 - anchors
+    ends = np.cumsum(sizes)  # where each cluster's scores end in `members`
+    members = np.repeat(anchors + sizes - ends, sizes) + np.arange(ends[-1])
+    classes = np.searchsorted(anchors, np.arange(anchors[-1] // n + 2) * n)  # class j's: classes[j] to classes[j + 1]
+    following = _next_starts(flat[members], ends - sizes, ends, classes)
+    starts = np.zeros(len(members), bool)  # the run starts among the clusters' scores
+    at = ends - sizes  # each cluster's current run start
+    while len(at):
+        starts[at] = True
+        at = following[at]
+        inside = at < ends
+        at, ends = at[inside], ends[inside]
+    at = np.flatnonzero(starts)
+    lo, hi = members[at], members[at] + np.diff(at, append=len(members))  # a cluster's last run ends with it
+    several = hi - lo > 1
+    return lo[several], hi[several]
 
 
-def _next_start(flat, anchors, ends) -> np.ndarray:
-    """The first position after each run start `anchors` whose score is `RESOLUTION` above its, or `ends`."""
-    return first_position(anchors + 1, ends, lambda t: np.take(flat, t, mode="clip") - flat[anchors] >= RESOLUTION)
+def _next_starts(scores, offsets, ends, classes) -> np.ndarray:
+    """For each of the clusters' `scores`, the index of the first after it `RESOLUTION` above it, or its cluster's end.
+
+    Cluster `c` is `scores[offsets[c] : ends[c]]`, and class `j` holds the
+    clusters `classes[j]` to `classes[j + 1]`, so that its scores are
+    sorted: one `searchsorted` a class finds each index, checked with
+    scikit-learn's test `x - s >= RESOLUTION` itself; where rounding moved
+    the test off the guess, a bisection settles it.
+    """
+    following = np.empty(len(scores), np.int64)
+    for first, last in zip(classes[:-1], classes[1:], strict=True):
+        if first == last:
+            continue
+        begin, stop = offsets[first], ends[last - 1]
+        row, after = scores[begin:stop], np.arange(begin + 1, stop + 1)
+        end = np.repeat(ends[first:last], ends[first:last] - offsets[first:last])
+        guess = np.clip(np.searchsorted(row, row + RESOLUTION) + begin, after, end)
+        wrong = ((guess < end) & ~_above(scores, guess, row)) | ((guess > after) & _above(scores, guess - 1, row))
+        base = row[wrong]
+        guess[wrong] = first_position(after[wrong], end[wrong], lambda t, base=base: _above(scores, t, base))
+        following[begin:stop] = guess
+    return following
 
 
-def _blocks(tied):
-    """For each tied position, the first and last position of its block of consecutive tied positions."""
-    new = np.ones(len(tied), bool)
-    new[1:] = np.diff(tied) != 1
-    ends = np.append(new[1:], True)
-    first = np.maximum.accumulate(np.where(new, tied, 0))
-    last = np.minimum.accumulate(np.where(ends, tied, tied[-1])[::-1])[::-1]
-    return first, last
+def _above(scores, positions, base) -> np.ndarray:
+    """The `_make_unique` test `x - s >= RESOLUTION`: whether `scores[positions]` end runs begun at `base`."""
+    return np.take(scores, positions, mode="clip") - base >= RESOLUTION
 
 
-def _runs_of(tied, positions) -> tuple:
-    """`(start, end)` flat positions of the runs holding `positions`: a run is a start and the tied positions after."""
-    if not len(tied):
+def _runs_of(runs, positions) -> tuple:
+    """`(start, end)` flat positions of the runs holding `positions`, for the runs of several scores `(lo, hi)`."""
+    lo, hi = runs
+    if not len(lo):
         return positions, positions + 1
-    first, last = _blocks(tied)
-    at = np.minimum(np.searchsorted(tied, positions), len(tied) - 1)
-    after = np.minimum(np.searchsorted(tied, positions + 1), len(tied) - 1)
-    start = np.where(tied[at] == positions, first[at] - 1, positions)
-    return start, np.where(tied[after] == positions + 1, last[after] + 1, positions + 1)
+    at = np.maximum(np.searchsorted(lo, positions, side="right") - 1, 0)
+    inside = (lo[at] <= positions) & (positions < hi[at])
+    return np.where(inside, lo[at], positions), np.where(inside, hi[at], positions + 1)
 
 
 def _pooled(means, weights, rows) -> np.ndarray:
@@ -239,16 +262,16 @@ def _points(probabilities, rows, scores) -> tuple:
     """
     ordered = sorted_per_class(probabilities)
     num_rows, n = ordered.shape
-    flat, tied = ordered.ravel(), _tied_positions(ordered)
+    flat, runs = ordered.ravel(), _runs(ordered)
     found = first_position(rows * n, rows * n + n, lambda t: np.take(flat, t, mode="clip") >= scores)
-    run_starts, holding = np.unique(_runs_of(tied, found)[0], return_inverse=True)
-    run_ends = _runs_of(tied, run_starts)[1]
+    run_starts, holding = np.unique(_runs_of(runs, found)[0], return_inverse=True)
+    run_ends = _runs_of(runs, run_starts)[1]
     bounds = np.unique(np.concatenate([np.arange(num_rows) * n, run_starts, run_ends[run_ends % n > 0]]))
     ends, row = np.append(bounds[1:], num_rows * n), bounds // n
     held = np.minimum(np.searchsorted(run_starts, bounds), len(run_starts) - 1)
     positives = np.where(run_starts[held] == bounds, np.bincount(holding, minlength=len(run_starts))[held], 0)
     levels = np.clip(_pooled(positives / (ends - bounds), ends - bounds, row), 0.0, 1.0)
-    last_run = _runs_of(tied, ends - 1)[0]
+    last_run = _runs_of(runs, ends - 1)[0]
     new_row, last_of_row = np.ones(len(bounds), bool), np.ones(len(bounds), bool)
     new_row[1:], last_of_row[:-1] = row[1:] != row[:-1], row[1:] != row[:-1]
     keep_first = new_row | np.append(True, levels[1:] != levels[:-1])

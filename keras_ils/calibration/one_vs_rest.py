@@ -90,7 +90,7 @@ __all__ = [
 
 # the candidate strengths of the small-set prior, in examples per class, strongest (nearest the model) first
 PRIOR_EXAMPLES_PER_CLASS = (64.0, 16.0, 4.0, 1.0)
-_ROWS_PER_BLOCK = 1024  # rows of outputs per block of `fitting_probabilities`
+_ROWS_PER_BLOCK = 128  # rows of outputs per block of `fitting_probabilities` (a block and its transpose in cache)
 
 
 def fitting_settings(num_examples: int, num_classes: int, small: bool, prior_examples: float) -> tuple:

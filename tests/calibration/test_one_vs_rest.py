@@ -98,6 +98,35 @@ def test_isotonic_near_ties_are_scikit_learns(rng):
         np.testing.assert_allclose(values[j, :m], reference.y_thresholds_, atol=1e-7)
 
 
+def _cluster_spans(column):
+    """Each score's cluster span: the sorted scores split wherever a gap reaches scikit-learn's resolution, 1e-15."""
+    order = np.argsort(column)
+    ordered = column[order]
+    cluster = np.append(0, np.cumsum(np.diff(ordered) >= 1e-15))
+    first = ordered[np.searchsorted(cluster, cluster)]
+    last = ordered[np.searchsorted(cluster, cluster, side="right") - 1]
+    spans = np.empty_like(column)
+    spans[order] = last - first
+    return spans
+
+
+def test_isotonic_chains_of_near_ties_are_scikit_learns(rng):
+    # float32 softmax of 8x over-confident logits: tiny probabilities in clusters of gaps below the resolution that
+    # span many resolutions, so that scikit-learn's runs (each within 1e-15 of its FIRST score) chain within them
+    logits, labels = _task(rng, 2000, 50, scale=8.0)
+    p = softmax(logits.astype("float32"), axis=1).astype(np.float64)
+    spans = np.stack([_cluster_spans(p[:, j]) for j in range(50)], axis=1)
+    assert np.sum(spans[np.arange(2000), labels] >= 5e-15) >= 20  # positives inside such clusters: the rule matters
+    layer = fit_calibrator("isotonic", p, labels, from_logits=False)
+    thresholds, values = layer.get_weights()
+    for j in range(50):
+        reference = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(p[:, j], labels == j)
+        m = len(reference.X_thresholds_)
+        assert np.all(thresholds[j, m:] == thresholds[j, m - 1])  # no other point
+        np.testing.assert_array_equal(thresholds[j, :m], reference.X_thresholds_.astype("float32"))
+        np.testing.assert_allclose(values[j, :m], reference.y_thresholds_, atol=1e-7)
+
+
 class TestAbsentClass:
     """A class with no fitting example gets the map of every class's `(p_k, y == k)` pooled."""
 
