@@ -28,9 +28,10 @@ nothing else lists method names. Adding a method is one loss plus one
 
 The calibration losses after ILS (Focal to OLS) are the peers a user compares
 ILS with; their grids are their authors' (the same for `"paper"` and
-`"synthetic"`). The vectorised engine trains every method but BS_Soft and
-Beta (`ids(engine=False)`), the calibration losses with their loss terms
-(`Method.engine_loss`); in `model.fit`, OLS's loss needs its
+`"synthetic"`). The vectorised engine of `keras_ils.experiments` trains every
+method whose loss has a functional form (`Method.engine`,
+`keras_ils.losses.functional_form`: all but BS_Soft and Beta,
+`ids(engine=False)`), through that form; in `model.fit`, OLS's loss needs its
 `OnlineLabelSmoothingCallback` (`Method.callbacks`).
 
 Example:
@@ -56,17 +57,21 @@ keras_ils.methods.register(
     )
 )
 ```
+
+A loss with a functional form (Keras' function-wrapping losses, as here, or
+yours with a `functional_form()` method) is trained by the vectorised engine
+where `run` uses it, with no other edit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import keras
-import numpy as np
 
 from keras_ils import baselines, distillation, losses, targets
 from keras_ils._checks import invalid
@@ -123,16 +128,6 @@ class Method:
             (`keras_ils.baselines.class_similarity_logits` rows) or `None`.
         borrows: hyperparameters it takes from LS's chosen value instead of
             tuning them (cLS and Beta take LS's epsilon, as the paper does).
-        targets: `(one_hot, teacher_logits, **hyperparameters) -> targets`,
-            the fixed per-example training targets, for methods whose targets
-            do not depend on the student (the vectorised engine trains
-            exactly these); `None` for the others.
-        engine_loss: `(num_classes, **settings, **hyperparameters) -> dict`
-            of the vectorised engine's loss parameters (the names of
-            `keras_ils.experiments.engine.loss_terms.PARAMETERS`, e.g.
-            `{"focal_gamma": 2.0}`) for a loss that is more than
-            cross-entropy against `targets`; `None`: cross-entropy. Needs
-            `targets`.
         callbacks: `loss -> list` of the Keras callbacks that every
             `model.fit` with the method's loss needs (OLS's
             `OnlineLabelSmoothingCallback`); `None`: none.
@@ -150,10 +145,8 @@ class Method:
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     teacher: TeacherSource | None = None
     borrows: tuple[str, ...] = ()
-    targets: Callable | None = None
     derived: Callable[..., dict] | None = None
     always_run: bool = False
-    engine_loss: Callable[..., dict] | None = None
     callbacks: Callable[[keras.losses.Loss], list] | None = None
 
     def __post_init__(self):
@@ -164,10 +157,6 @@ class Method:
         for grid_name, grid in self.grids.items():
             if set(grid) != set(self.hyperparameters):
                 raise invalid("grids", f"grids with exactly the keys {list(self.hyperparameters)}", grid_name)
-        if self.engine_loss is not None and self.targets is None:
-            raise invalid(
-                "engine_loss", "None for a method without `targets` (the engine trains on targets)", self.engine_loss
-            )
         object.__setattr__(self, "grids", types.MappingProxyType({k: dict(v) for k, v in self.grids.items()}))
         object.__setattr__(self, "settings", types.MappingProxyType(dict(self.settings)))
 
@@ -181,11 +170,17 @@ class Method:
         """Whether it has hyperparameters of its own to search."""
         return bool(self.hyperparameters)
 
-    @property
+    @functools.cached_property
     def engine(self) -> bool:
-        """Whether the vectorised engine can train it: its targets are fixed per example (`targets`), its loss
-        cross-entropy against them or the engine's terms (`engine_loss`)."""
-        return self.targets is not None
+        """Whether the vectorised engine can train it: its loss, built with its grid's first values, has a
+        functional form on logits (`keras_ils.losses.functional_form`)."""
+        values = {name: values[0] for name, values in (next(iter(self.grids.values()), {})).items()}
+        values.update({name: _lent_example(name) for name in self.borrows})
+        try:
+            form = losses.functional_form(self.loss(2, **values))
+        except (TypeError, ValueError):
+            return False
+        return form.arguments.get("from_logits", True) is True
 
     def grid(self, name: str = "paper") -> dict:
         """`{hyperparameter: values}` of the named grid."""
@@ -196,12 +191,6 @@ class Method:
     def loss(self, num_classes: int, **hyperparameters) -> keras.losses.Loss:
         """The method's loss for `num_classes` classes with these hyperparameter values."""
         return self.make_loss(num_classes, **self.settings, **hyperparameters)
-
-    def engine_parameters(self, num_classes: int, **hyperparameters) -> dict:
-        """The vectorised engine's loss parameters with these hyperparameter values (`{}`: cross-entropy)."""
-        if self.engine_loss is None:
-            return {}
-        return dict(self.engine_loss(num_classes, **self.settings, **hyperparameters))
 
     def training_callbacks(self, loss: keras.losses.Loss) -> list:
         """The callbacks a `model.fit` with `loss` (this method's) needs; `[]` for most methods."""
@@ -341,28 +330,17 @@ def _ils_family(method_id: str, name: str) -> Method:
         hyperparameters=names,
         grids={grid: {n: values[n] for n in names} for grid, values in _PAPER_GRIDS.items()},
         teacher="calibrated" if method_id in ("ils1", "ils2", "ils") else None,
-        targets=lambda one_hot, teacher_logits=None, **values: targets.targets_from_one_hot(
-            one_hot, teacher_logits, method=method_id, **values
-        ),
         always_run=method_id == "none",
     )
 
 
-def _teacher_probabilities(one_hot, teacher_logits):
-    """Dis's targets: the calibrated teacher's probabilities (distillation with both temperatures 1), computed in
-    float64 and returned as float32, as the vectorised engine has always made them."""
-    z = np.asarray(keras.ops.convert_to_numpy(teacher_logits), np.float64)
-    p = np.exp(z - z.max(axis=-1, keepdims=True))
-    return (p / p.sum(axis=-1, keepdims=True)).astype(np.float32)
+def _lent_example(hyperparameter: str) -> float:
+    """A value of `hyperparameter` to build a borrowing method's loss with: its lender's first grid value."""
+    return next(iter(get(lender(hyperparameter)).grids.values()))[hyperparameter][0]
 
 
 def _beta_shape(num_classes, alpha, epsilon):
     return {"a": round(baselines.beta_shape_for_epsilon(epsilon, num_classes, alpha), 4)}
-
-
-def _one_hot(one_hot, teacher_logits=None, **values):
-    """The engine's targets of a loss that reads the labels alone: the one-hot rows."""
-    return one_hot
 
 
 def _authors_grid(name: str, values: tuple) -> dict:
@@ -378,15 +356,11 @@ _CALIBRATION_LOSSES = (
         make_loss=lambda num_classes, gamma: losses.FocalLoss(gamma=gamma),
         hyperparameters=("gamma",),
         grids=_authors_grid("gamma", (1.0, 2.0, 3.0)),
-        targets=_one_hot,
-        engine_loss=lambda num_classes, gamma: {"focal_gamma": gamma},
     ),
     Method(
         id="flsd53",
         name="FLSD-53",
         make_loss=lambda num_classes: losses.FocalLoss(gamma="flsd53"),
-        targets=_one_hot,
-        engine_loss=lambda num_classes: {"flsd53": 1.0},
     ),
     Method(
         id="mbls",
@@ -395,8 +369,6 @@ _CALIBRATION_LOSSES = (
         hyperparameters=("margin",),
         grids=_authors_grid("margin", (2.0, 4.0, 6.0, 8.0, 10.0)),
         settings=dict(alpha=0.1),
-        targets=_one_hot,
-        engine_loss=lambda num_classes, alpha, margin: {"mbls_margin": margin, "mbls_alpha": alpha},
     ),
     Method(
         id="mmce",
@@ -404,8 +376,6 @@ _CALIBRATION_LOSSES = (
         make_loss=lambda num_classes, weight: losses.MMCELoss(weight=weight),
         hyperparameters=("weight",),
         grids=_authors_grid("weight", (1.0, 2.0, 4.0, 8.0)),
-        targets=_one_hot,
-        engine_loss=lambda num_classes, weight: {"mmce_weight": weight},
     ),
     Method(
         id="mdca",
@@ -413,8 +383,6 @@ _CALIBRATION_LOSSES = (
         make_loss=lambda num_classes, beta: losses.MDCALoss(beta=beta),
         hyperparameters=("beta",),
         grids=_authors_grid("beta", (1.0, 5.0, 10.0, 15.0, 20.0)),
-        targets=_one_hot,
-        engine_loss=lambda num_classes, beta: {"mdca_beta": beta},
     ),
     Method(
         id="ols",
@@ -422,8 +390,6 @@ _CALIBRATION_LOSSES = (
         make_loss=lambda num_classes, alpha: losses.OnlineLabelSmoothing(num_classes, alpha=alpha),
         hyperparameters=("alpha",),
         grids=_authors_grid("alpha", (0.25, 0.5, 0.75)),
-        targets=_one_hot,
-        engine_loss=lambda num_classes, alpha: {"ols_weight": 1.0 - alpha},  # the engine's own soft labels, per slot
         callbacks=lambda loss: [losses.OnlineLabelSmoothingCallback(loss)],
     ),
 )
@@ -438,7 +404,6 @@ for _method in (
         # the paper's self-distillation (appendix): log-loss against the teacher's predictions, both temperatures 1
         settings=dict(weight=1.0, teacher_temperature=1.0, student_temperature=1.0),
         teacher="calibrated",
-        targets=_teacher_probabilities,
     ),
     Method(
         id="cls",
@@ -446,9 +411,6 @@ for _method in (
         make_loss=lambda num_classes, epsilon: ILSLoss(method="ils2", epsilon=epsilon),
         teacher="class_similarity",
         borrows=("epsilon",),
-        targets=lambda one_hot, teacher_logits, epsilon: targets.targets_from_one_hot(
-            one_hot, teacher_logits, method="ils2", epsilon=epsilon
-        ),
     ),
     Method(
         id="bs_soft",

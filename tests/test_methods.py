@@ -155,28 +155,30 @@ def test_calibration_losses_are_their_papers_formulas(rng, method_id):
     np.testing.assert_allclose(got, want.mean(), rtol=1e-5)
 
 
-def test_calibration_losses_settings_engine_parameters_and_callbacks():
-    from keras_ils.experiments.engine import loss_terms
-
+def test_calibration_losses_settings_forms_and_callbacks():
     assert methods.get("mbls").settings == {"alpha": 0.1} and methods.get("mbls").loss(3, margin=4.0).alpha == 0.1
     assert methods.get("mbls").reported(3, margin=4.0) == {"alpha": 0.1, "margin": 4.0}
     assert methods.get("flsd53").loss(3).gamma == "flsd53" and methods.get("flsd53").reported(3) == {}
     assert methods.get("ols").loss(5, alpha=0.25).num_classes == 5
+    # what the vectorised engine reads of each loss: its function and settings, a batch term, a state
     expected = {
-        "focal": ({"gamma": 2.0}, {"focal_gamma": 2.0}),
-        "flsd53": ({}, {"flsd53": 1.0}),
-        "mbls": ({"margin": 4.0}, {"mbls_margin": 4.0, "mbls_alpha": 0.1}),
-        "mmce": ({"weight": 8.0}, {"mmce_weight": 8.0}),
-        "mdca": ({"beta": 15.0}, {"mdca_beta": 15.0}),
-        "ols": ({"alpha": 0.25}, {"ols_weight": 0.75}),  # the weight of the soft labels, 1 - alpha
+        "focal": ({"gamma": 2.0}, losses.focal_crossentropy, {"gamma": 2.0}, None),
+        "flsd53": ({}, losses.focal_crossentropy, {"gamma": "flsd53"}, None),
+        "mbls": ({"margin": 4.0}, losses.margin_label_smoothing_crossentropy, {"margin": 4.0, "alpha": 0.1}, None),
+        "mmce": ({"weight": 8.0}, losses.ils_crossentropy, {"method": "none"}, (losses.mmce.mmce_penalty, "weight")),
+        "mdca": ({"beta": 15.0}, losses.ils_crossentropy, {"method": "none"}, (losses.mdca.mdca_penalty, "beta")),
+        "ols": ({"alpha": 0.25}, losses.online_label_smoothing_crossentropy, {"alpha": 0.25}, None),
     }
-    one_hot = np.eye(3)[[0, 2, 1]]
-    for method_id, (values, parameters) in expected.items():
+    for method_id, (values, function, arguments, term) in expected.items():
         entry = methods.get(method_id)
-        assert entry.engine and entry.engine_parameters(3, **values) == parameters
-        assert set(parameters) <= set(loss_terms.PARAMETERS)
-        np.testing.assert_array_equal(entry.targets(one_hot, None, **values), one_hot)  # the labels alone
-    assert methods.get("ls").engine_parameters(3, epsilon=0.1) == {}
+        form = losses.functional_form(entry.loss(3, **values))
+        assert entry.engine and form.function is function and form.targets is None, method_id  # the labels alone
+        assert form.arguments == {**arguments, "from_logits": True}, method_id
+        if term is not None:
+            function, name = term
+            assert form.batch_term == (function, {name: values[name], "from_logits": True})
+    state = losses.functional_form(methods.get("ols").loss(3, alpha=0.25)).state
+    np.testing.assert_array_equal(state.initial["soft_labels"], np.full((3, 3), 1 / 3, np.float32))  # S uniform
     loss = methods.get("ols").loss(3, alpha=0.5)
     (callback,) = methods.get("ols").training_callbacks(loss)
     assert isinstance(callback, losses.OnlineLabelSmoothingCallback) and callback.loss is loss
@@ -188,14 +190,19 @@ def test_calibration_losses_settings_engine_parameters_and_callbacks():
             assert entry.training_callbacks(entry.loss(3, **values)) == []
 
 
-def test_engine_targets(rng):
-    labels, teacher = rng.integers(0, 3, 8), rng.normal(size=(8, 3))
-    one_hot = np.eye(3)[labels]
-    dis = ops.convert_to_numpy(methods.get("dis").targets(one_hot, teacher))
-    np.testing.assert_allclose(dis, reference.softmax(teacher), rtol=1e-5)
-    ils = methods.get("ils").targets(one_hot, teacher, p1=0.9, p2=1.5, temperature=2.0)
+def test_targets_made_once_from_the_labels(rng):
+    """ILS's and distillation's losses are cross-entropy against targets of the labels alone: their forms make them
+    (what the vectorised engine trains on)."""
+    labels, teacher = rng.integers(0, 3, 8), rng.normal(size=(8, 3)).astype("float32")
+    y_true = ops.convert_to_numpy(teacher_targets(labels, teacher))
+    dis = losses.functional_form(methods.get("dis").loss(3))
+    assert dis.function is losses.ils_crossentropy and dis.arguments == {"method": "none", "from_logits": True}
+    np.testing.assert_allclose(dis.targets(y_true, 3), reference.softmax(teacher), rtol=1e-6)
+    ils = losses.functional_form(methods.get("ils").loss(3, p1=0.9, p2=1.5, temperature=2.0))
     want = reference.ils_targets(labels, teacher, "ils", p1=0.9, p2=1.5, temperature=2.0)
-    np.testing.assert_allclose(ops.convert_to_numpy(ils), want, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ops.convert_to_numpy(ils.targets(y_true, 3)), want, rtol=1e-5, atol=1e-7)
+    ls = losses.functional_form(methods.get("ls").loss(3, epsilon=0.3))
+    np.testing.assert_allclose(ops.convert_to_numpy(ls.targets(np.eye(3)[labels], 3)), 0.7 * np.eye(3)[labels] + 0.1)
 
 
 class TestMakeSearchSpace:
@@ -226,7 +233,7 @@ class TestMakeSearchSpace:
 class TestRegistration:
     def test_a_registered_method_is_listed_searched_and_built(self, throwaway, rng):
         assert methods.ids()[-1] == "throwaway" and "throwaway" in methods.ids(tunable=True, selectable=True)
-        assert not throwaway.reads_teacher and not throwaway.engine
+        assert not throwaway.reads_teacher and throwaway.engine  # Keras' focal loss wraps a function
         assert methods.make_search_space("throwaway") == {"gamma": (1.0, 2.0)}
         labels, logits = rng.integers(0, 3, 8), rng.normal(size=(8, 3))
         loss = throwaway.loss(3, gamma=2.0)
@@ -252,8 +259,6 @@ class TestRegistration:
             methods.Method(id="x", name="x", make_loss=lambda k: None, hyperparameters=("a",), grids={"paper": {}})
         with pytest.raises(ValueError, match="Invalid value for argument `teacher`"):
             methods.Method(id="x", name="x", make_loss=lambda k: None, teacher="oracle")
-        with pytest.raises(ValueError, match="Invalid value for argument `engine_loss`"):  # the engine needs targets
-            methods.Method(id="x", name="x", make_loss=lambda k: None, engine_loss=lambda k: {"focal_gamma": 2.0})
 
     def test_entries_are_frozen(self):
         with pytest.raises(AttributeError):

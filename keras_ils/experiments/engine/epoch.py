@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_ils.experiments.engine import loss_terms
+from keras_ils.experiments.engine import stacked_losses
 from keras_ils.experiments.engine.stacked_mlps import forward, pairs
 
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-7
@@ -52,29 +52,27 @@ def _batch_mean_weights(n_val, batch_size):
     return 1.0 / tf.cast(num_batches * size, tf.float32)
 
 
-def _step_function(terms, learning_rate, weight_decay):
-    """One mini-batch step of every slot: `(weights, Adam's moments, steps, OLS's statistics) -> the same, updated`."""
-    online = "ols" in terms
+def _step_function(branches, learning_rate, weight_decay):
+    """One mini-batch step of every slot: `(weights, Adam's moments, steps, the losses' statistics) -> the same,
+    updated`."""
 
     def step(flat, moments, velocities, steps, statistics, data, rows):
-        x, targets, loss_parameters, soft_labels = data
+        x, targets, parameters, state = data
         x_batch = tf.gather(x, rows, batch_dims=1)
         t_batch = tf.gather(targets, rows, batch_dims=1)
-        trained_on = t_batch
-        if online:  # each slot's soft labels mixed into its targets
-            weight = loss_parameters[:, loss_terms.columns(terms).index("ols_weight")]
-            trained_on = loss_terms.online_targets(t_batch, soft_labels, weight)
         with tf.GradientTape() as tape:
             tape.watch(flat)
             logits = forward(pairs(flat), x_batch)
-            loss = tf.reduce_sum(loss_terms.batch_losses(logits, trained_on, loss_parameters, terms))
+            loss = tf.reduce_sum(stacked_losses.batch_losses(t_batch, logits, parameters, state, branches))
         grads = tape.gradient(loss, flat)
         if weight_decay:
             grads = [g + weight_decay * w for g, w in zip(grads, flat, strict=True)]
         steps = steps + 1.0
         flat, moments, velocities = _adam(flat, grads, moments, velocities, steps, learning_rate)
-        if online:
-            statistics = list(loss_terms.online_statistics(logits, t_batch, *statistics))
+        batch = stacked_losses.statistics(t_batch, logits, branches)
+        statistics = [
+            [s + b for s, b in zip(old, new, strict=True)] for old, new in zip(statistics, batch, strict=True)
+        ]
         return flat, moments, velocities, steps, statistics
 
     return step
@@ -89,7 +87,9 @@ def _validation_loss(flat, state, validation_loss, batch_size):
     return tf.reduce_mean(val_ce, axis=-1)
 
 
-def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean", terms=()):
+def epoch_function(
+    n_train, batch_size, learning_rate, jit_compile, weight_decay=0.0, validation_loss="mean", branches=None
+):
     """One epoch of every slot: the mini-batch steps, then validation, best-weights and patience bookkeeping.
 
     Slots that hold no model, or a finished one, keep computing (their
@@ -101,11 +101,11 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
     `weight_decay` adds `weight_decay * w` to every gradient before Adam
     (coupled L2, as `torch.optim.Adam(weight_decay=...)`);
     `validation_loss="batch_mean"` averages per-batch means over validation
-    batches of `batch_size` instead of all points at once. `terms` are the
-    loss terms compiled into the training loss (`loss_terms.TERMS`; `()`:
-    cross-entropy against the targets), their per-slot parameters read
-    from the state's `loss_parameters`; with `"ols"`, the state's
-    `soft_labels` are trained too (updated at the epoch's end).
+    batches of `batch_size` instead of all points at once. `branches` are
+    the training loss's (`stacked_losses.stack`; `None`: cross-entropy
+    against the targets), their per-slot parameters read from the state's
+    `loss_parameters`; a branch's `EpochState` arguments are in the state
+    too, updated at the epoch's end from its statistics summed over the steps.
 
     The function is called as `epoch(state, active, order)`: `state` is
     `SlotPool.state` (weights, Adam's moments and steps, the best weights and
@@ -114,21 +114,19 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
     returns `(the trained entries of state, validation loss [slots])`.
     Functions are cached per setting, so a setting compiles once.
     """
-    terms = tuple(terms)
-    key = (n_train, batch_size, float(learning_rate), bool(jit_compile), float(weight_decay), validation_loss, terms)
+    branches = stacked_losses.stack(None, 1).branches if branches is None else tuple(branches)
+    key = (n_train, batch_size, float(learning_rate), bool(jit_compile), float(weight_decay), validation_loss, branches)
     if key in _EPOCH_FUNCTIONS:
         return _EPOCH_FUNCTIONS[key]
     full_batches, last_batch = divmod(n_train, batch_size)
-    online = "ols" in terms  # OLS: soft labels in the state, the epoch's statistics carried through its steps
-    step = _step_function(terms, learning_rate, weight_decay)
+    step = _step_function(branches, learning_rate, weight_decay)
 
     def epoch(state, active, order):
         """`state` is `SlotPool.state`; returns its trained entries and the validation loss of every slot."""
         flat, moments, velocities, steps = state["params"], state["moments"], state["velocities"], state["steps"]
-        data = (state["x"], state["targets"], state["loss_parameters"], state.get("soft_labels"))
-        statistics = []
-        if online:  # the epoch's sums of correct predictions per class [slots, K, K] and their counts [slots, K]
-            statistics = [tf.zeros_like(state["soft_labels"]), tf.zeros_like(state["soft_labels"][:, 0])]
+        loss_state = {name: value for name, value in state.items() if name.startswith("loss_state_")}
+        data = (state["x"], state["targets"], state["loss_parameters"], loss_state)
+        statistics = _zero_statistics(state, flat, branches)
 
         # the full mini-batches in a loop (one compiled body, whatever the epoch's length), then the short last one
         def body(batch, *variables):
@@ -149,13 +147,21 @@ def epoch_function(n_train, batch_size, learning_rate, jit_compile, weight_decay
         val_loss = _validation_loss(flat, state, validation_loss, batch_size)
         best, best_loss, wait = _keep_best(flat, state["best"], state["best_loss"], val_loss, state["wait"], active)
         trained = dict(params=flat, moments=moments, velocities=velocities, steps=steps, best=best)
-        if online:
-            trained["soft_labels"] = loss_terms.online_soft_labels(*statistics, state["soft_labels"])
+        trained.update(stacked_losses.next_state(statistics, loss_state, branches))
         return dict(trained, best_loss=best_loss, wait=wait), val_loss
 
     function = tf.function(epoch, jit_compile=True if jit_compile else None, reduce_retracing=True)
     _EPOCH_FUNCTIONS[key] = function
     return function
+
+
+def _zero_statistics(state, flat, branches) -> list:
+    """Zeros shaped as the stateful branches' statistics (`stacked_losses.statistics`, shaped by one example)."""
+    if not any(branch.statistics is not None for branch in branches):
+        return []
+    targets = state["targets"][:, :1]
+    logits = tf.zeros_like(targets[..., :1]) + tf.zeros(flat[-1].shape[-1:])  # [slots, 1, K], K static
+    return [[tf.zeros_like(s) for s in batch] for batch in stacked_losses.statistics(targets, logits, branches)]
 
 
 __all__ = ["BETA_1", "BETA_2", "EPSILON", "epoch_function"]

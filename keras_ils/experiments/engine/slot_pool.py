@@ -35,10 +35,10 @@ class SlotPool:
     shapes are ever compiled.
     Slots without a model keep computing; their results are never read.
     `loss_data` are further float32 arrays, one row per model, that enter
-    each slot with its model: `loss_parameters` `[models, P]` (the columns
-    of the epoch's loss terms, `loss_terms.parameter_matrix`; `P = 0` when
-    absent) and the loss state's initial values (`loss_terms.initial_state`,
-    which the epoch updates).
+    each slot with its model: `loss_parameters` `[models, P]` (the loss
+    branches' parameters, `stacked_losses.stack`; `P = 0` when absent) and
+    the initial values of the losses' state (`StackedLosses.state`, which
+    the epoch updates).
     """
 
     def __init__(self, x, targets, x_val, y_val, seeds, flat_init, size, loss_data=None):

@@ -7,20 +7,20 @@ P1, P2, T). On vector data, with any plain MLP, every one of those students
 is one row of stacked weights in `keras_ils.experiments.engine.vectorised.train_mlps`,
 so the whole search is a few batched training calls instead of one
 `model.fit` per candidate. The engine trains every `keras_ils.methods` entry
-whose targets are fixed per example (`Method.engine`: No LS, LS, ILS1, ILS2,
-ILS, Dis, cLS, and Focal, FLSD-53, MbLS, MMCE, MDCA, OLS on one-hot targets
-with their loss terms, `Method.engine_loss`), each candidate's targets made
-once by its entry's `targets`:
+whose loss has a functional form (`Method.engine`, `methods.ids(engine=True)`),
+each candidate with its entry's Keras loss through that form
+(`keras_ils.experiments.engine.stacked_losses`; the targets of a loss that
+makes them from the labels alone, ILS's, made once):
 
-1. the No LS teacher and every candidate needing no teacher (LS, the
-   calibration losses, these in a call of their own so that the others train
-   exactly as without them), and, with `teacher_folds=k`, `k` cross-fitted
-   teachers;
+1. the No LS teacher and every candidate whose loss reads no teacher
+   (`Method.teacher`; those that are not cross-entropy against their
+   targets in a call of their own, so that the others train exactly as
+   without them), and, with `teacher_folds=k`, `k` cross-fitted teachers;
 2. the teacher's `T*` on the validation set (`keras_ils.calibration`'s
    robust fit) and its calibrated logits on the training set;
-3. every teacher-reading candidate (ILS1, ILS2, ILS, Dis, cLS) on those
-   logits; a method that borrows a value (`Method.borrows`: cLS takes LS's
-   chosen epsilon, as the paper does) takes its lender's choice;
+3. every teacher-reading candidate on those logits; a method that borrows a
+   value (`Method.borrows`: cLS takes LS's chosen epsilon, as the paper
+   does) takes its lender's choice;
 4. every candidate's validation logits, temperature (`temperature._fit_temperatures`) and
    validation NLL as trained and temperature-scaled.
 
@@ -54,7 +54,7 @@ import numpy as np
 from keras_ils import baselines, calibration, methods
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils.calibration import ESTIMATORS, fit_calibrator, temperature
-from keras_ils.experiments.engine import cross_fit, vectorised
+from keras_ils.experiments.engine import cross_fit, stacked_losses, vectorised
 from keras_ils.experiments.engine.cross_fit import fold_rows
 from keras_ils.experiments.zoo import models
 
@@ -81,7 +81,7 @@ class SearchSettings:
     Attributes:
         methods: ids of the `keras_ils.methods` registry that the engine
             trains (`methods.ids(engine=True)`); the teacher (No LS) is always
-            trained. Defaults to `("ls", "ils1", "ils2", "ils")`.
+            trained. Defaults to the paper's method, `("ls", "ils1", "ils2", "ils")`.
         search_space: `"paper"` (real-data grids), `"synthetic"` (appendix)
             or `{hyperparameter: values}`. Defaults to `"paper"`.
         fixed: `{hyperparameter: value}` that every method reading it uses
@@ -404,7 +404,7 @@ def _checked_teacher_logits(teacher_logits, n, num_classes):
     return teacher_logits
 
 
-# The teacher rows a method's targets read, by its registry entry's `teacher`: none, the calibrated teacher's, or
+# The teacher rows a method's loss reads, by its registry entry's `teacher`: none, the calibrated teacher's, or
 # cLS's class-similarity rows (`keras_ils.baselines`), one per example by its label.
 _TEACHER_ROWS = {
     None: lambda x, labels, teacher_logits, num_classes: None,
@@ -415,25 +415,32 @@ _TEACHER_ROWS = {
 }
 
 
-def _targets(x, labels, teacher_logits, method, hyperparameters, num_classes):
-    """One candidate's `[n, K]` training targets: its registry entry's `targets` on the one-hot labels and the
-    teacher rows it reads."""
-    entry = methods.get(method)
-    rows = _TEACHER_ROWS[entry.teacher](x, labels, teacher_logits, num_classes)
+def _targets(x, labels, teacher_logits, method, loss, num_classes):
+    """One candidate's `[n, W]` training rows: what its loss reads per example (`stacked_losses.model_targets`) of
+    the one-hot labels, with the teacher rows its entry reads (`keras_ils.teacher_targets`' layout)."""
+    rows = _TEACHER_ROWS[methods.get(method).teacher](x, labels, teacher_logits, num_classes)
     one_hot = np.eye(num_classes, dtype=np.float32)[labels]
-    return np.asarray(entry.targets(one_hot, rows, **hyperparameters), np.float32)
+    y_true = one_hot if rows is None else np.concatenate([one_hot, np.asarray(rows, np.float32)], axis=-1)
+    return stacked_losses.model_targets(loss, y_true, num_classes)
 
 
 def _train_stage(train, validation, configs, teacher_logits, settings) -> vectorised.TrainedMLPs:
-    """Every model of `configs` on the training set, all from the seed's weights: those trained with cross-entropy
-    against their targets in one call of the trainer, those whose loss has the engine's terms (`Method.engine_loss`:
-    Focal, FLSD-53, MbLS, MMCE, MDCA, OLS) in another, so that the first train exactly as they would without them."""
-    parameters = [methods.get(m).engine_parameters(train[2], **hp) for m, hp in configs]
+    """Every model of `configs` on the training set, all from the seed's weights, each with its method's Keras loss:
+    those whose loss is cross-entropy against their targets (`stacked_losses.stack`'s one branch of `None`) in one
+    call of the trainer, the others (the calibration losses) in calls of their own by the width of what they read,
+    so that the first train exactly as they would without the others' losses."""
+    x, y, num_classes = train
+    losses = [methods.get(m).loss(num_classes, **hp) for m, hp in configs]
+    rows = [_targets(x, y, teacher_logits, m, loss, num_classes) for (m, _), loss in zip(configs, losses, strict=True)]
+    plain = stacked_losses.stack(None, 1).branches
+    groups = {}
+    for row, (loss, targets) in enumerate(zip(losses, rows, strict=True)):
+        key = (stacked_losses.stack([loss], 1).branches != plain, targets.shape[-1])
+        groups.setdefault(key, []).append(row)
     trained = []
-    for rows in ([i for i, p in enumerate(parameters) if not p], [i for i, p in enumerate(parameters) if p]):
-        if rows:
-            chosen = [configs[i] for i in rows], [parameters[i] for i in rows]
-            trained.append((rows, _train_models(train, validation, *chosen, teacher_logits, settings)))
+    for (termed, _), members in sorted(groups.items()):
+        chosen = ([rows[i] for i in members], [losses[i] for i in members] if termed else None)
+        trained.append((members, _train_models(train, validation, *chosen, settings)))
     return trained[0][1] if len(trained) == 1 else _merged(trained, len(configs))
 
 
@@ -450,22 +457,20 @@ def _merged(trained, count) -> vectorised.TrainedMLPs:
     return vectorised.TrainedMLPs(weights, **fields)
 
 
-def _train_models(train, validation, configs, parameters, teacher_logits, settings) -> vectorised.TrainedMLPs:
-    """The models of `configs`, with their engine loss parameters, in one call of the trainer."""
-    x, y, num_classes = train
+def _train_models(train, validation, targets, losses, settings) -> vectorised.TrainedMLPs:
+    """The models of `targets` (each one's training rows), with their `losses` (`None`: cross-entropy), in one call
+    of the trainer."""
+    x = train[0]
     x_validation, y_validation = validation
-    targets = np.stack([_targets(x, y, teacher_logits, m, hp, num_classes) for m, hp in configs])
-    count = len(configs)
-    names = dict.fromkeys(name for values in parameters for name in values)
-    loss_parameters = {name: [values.get(name, 0.0) for values in parameters] for name in names}
+    count = len(targets)
     return vectorised.train_mlps(
         np.broadcast_to(x, (count,) + x.shape),
-        targets,
+        np.stack(targets),
         np.broadcast_to(x_validation, (count,) + x_validation.shape),
         np.broadcast_to(y_validation, (count,) + y_validation.shape),
         seeds=[settings.seed] * count,
         training=settings.training,
-        loss_parameters=loss_parameters or None,
+        losses=losses,
     )
 
 

@@ -14,10 +14,11 @@ reproduced exactly per model:
   kernels, zero biases), drawn with numpy from the model's seed;
 - cross-entropy against fixed soft targets (compute them once with
   `keras_ils.targets.ils_targets`: ILS targets do not depend on the student),
-  averaged over the mini-batch; with `loss_parameters`, each model's loss
-  also has the calibration losses' terms (focal, FLSD-53, MbLS, MMCE, MDCA,
-  OLS's soft labels: `keras_ils.experiments.engine.loss_terms`), on its own
-  mini-batch;
+  averaged over the mini-batch; or, with `losses`, each model's own Keras
+  loss through its functional form (`keras_ils.losses.functional_form`:
+  the package's calibration losses, OLS's soft labels included, Keras'
+  function wrappers, yours), on its own mini-batch
+  (`keras_ils.experiments.engine.stacked_losses`);
 - Keras' `Adam` (`beta_1=0.9`, `beta_2=0.999`, `epsilon=1e-7`, its
   bias-correction form `lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`), one step
   counter per model;
@@ -45,13 +46,13 @@ on both kinds of CPU.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
 import numpy as np
 
 from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.experiments.engine import loss_terms
+from keras_ils.experiments.engine import stacked_losses
 from keras_ils.experiments.engine.epoch import epoch_function
 from keras_ils.experiments.engine.onednn import whole_epoch_xla
 from keras_ils.experiments.engine.slot_pool import SlotPool
@@ -205,7 +206,7 @@ def train_mlps(
     weights=None,
     training: MLPTraining | None = None,
     history: bool = False,
-    loss_parameters: Mapping[str, np.ndarray] | None = None,
+    losses: Sequence | None = None,
 ) -> TrainedMLPs:
     """Trains `M` MLPs at once, each on its own data and soft targets, by the package's MLP recipe.
 
@@ -225,10 +226,10 @@ def train_mlps(
             500 epochs, patience 10, 5 x 64 ReLU).
         history: also keep every epoch's validation loss (`val_history`).
             Defaults to `False`.
-        loss_parameters: `{parameter: [M] values}` of the loss terms
-            (`loss_terms.PARAMETERS`, e.g. `{"focal_gamma": [0, 2]}`: model 1
-            trains with focal loss, gamma 2), absent ones 0; only the terms
-            some model uses are compiled. Defaults to `None`: every model
+        losses: `[M]` each model's Keras loss, one with a functional form
+            (`keras_ils.losses.functional_form`) on logits, applied to its
+            `targets` as they are (make a form's own targets first with
+            `stacked_losses.model_targets`). Defaults to `None`: every model
             trains with cross-entropy against its targets.
 
     Returns:
@@ -248,7 +249,7 @@ def train_mlps(
     elif not isinstance(training, MLPTraining):
         raise TypeError(f"Argument `training` must be an MLPTraining. Received: training={training!r}")
     x, targets, x_val, y_val, seeds = _checked_arrays(x, targets, x_val, y_val, seeds)
-    terms, parameter_matrix = loss_terms.parameter_matrix(loss_parameters, len(x))
+    stacked = stacked_losses.stack(losses, len(x))
     jit_compile = whole_epoch_xla() if training.jit_compile == "auto" else training.jit_compile
     if weights is None:
         weights = initial_weights(seeds, x.shape[-1], targets.shape[-1], training.hidden_layers, training.units)
@@ -260,10 +261,10 @@ def train_mlps(
         jit_compile,
         float(training.weight_decay),
         training.validation_loss,
-        terms,
+        stacked.branches,
     )
     size = min(training.pool_size, len(x))
-    loss_data = {"loss_parameters": parameter_matrix, **loss_terms.initial_state(terms, len(x), targets.shape[-1])}
+    loss_data = {"loss_parameters": stacked.parameters, **stacked.state}
     pool = SlotPool(x, targets, x_val, y_val, seeds, flat_init, size, loss_data)
     return _train(pool, epoch_fn, epochs=training.epochs, patience=training.patience, history=history)
 
