@@ -45,8 +45,8 @@ class ILSHyperModel(keras_tuner.HyperModel):
     data from `keras_ils.data.with_teacher_targets` (the cached, calibrated
     teacher) and validate on hard labels. `fit` adds early stopping on the
     objective (best epoch restored) unless you pass an `EarlyStopping`,
-    and the callbacks the method's loss needs (`Method.training_callbacks`:
-    OLS's `OnlineLabelSmoothingCallback`).
+    and the callbacks the method's loss needs (`Method.training_callbacks`,
+    e.g. OLS's `OnlineLabelSmoothingCallback`).
 
     Reproducible trials: pass the training data to `tuner.search` as a
     zero-argument function that makes the dataset (`lambda:
@@ -66,9 +66,8 @@ class ILSHyperModel(keras_tuner.HyperModel):
         build_model: `hp -> compiled keras.Model` with `num_classes` logits.
         num_classes: the class count `K` of the data.
         method: a tunable id of the `keras_ils.methods` registry
-            (`methods.ids(tunable=True)`: `"ls"`, `"ils1"`, `"ils2"`, `"ils"`,
-            the calibration losses `"focal"`, `"mbls"`, `"mmce"`, `"mdca"`,
-            `"ols"`, and any you register). Defaults to `"ils"`.
+            (`methods.ids(tunable=True)`, any you register included).
+            Defaults to `"ils"`.
         search_space: `"paper"`, `"synthetic"` or a dict, see
             `keras_ils.methods.make_search_space`.
             Defaults to `"paper"`.

@@ -1,12 +1,11 @@
 """`run` on a plain MLP on vectors: every candidate at once by the vectorised engine, the rest by `model.fit`.
 
-The methods whose targets are fixed per example (`keras_ils.methods.Method.engine`:
-No LS, LS, ILS1, ILS2, ILS, Dis, cLS, and the calibration losses Focal,
-FLSD-53, MbLS, MMCE, MDCA, OLS, whose loss terms the engine computes) train
-all their candidates side by side in
+The methods whose loss has a functional form (`keras_ils.methods.Method.engine`,
+`methods.ids(engine=True)`, read through `keras_ils.losses.functional_form`)
+train all their candidates side by side in
 `keras_ils.experiments.engine.students.search_students`. The others
-(BS_Soft and Beta, whose targets depend on the student) train by
-`model.fit` from the same seed's initial weights, after the engine, with
+(`methods.ids(engine=False)`: losses that only `model.fit` can step) train
+by `model.fit` from the same seed's initial weights, after the engine, with
 the values they borrow taken from the engine's choices; one with several
 candidates of its own is searched by KerasTuner (`keras_path.train_student`).
 """
