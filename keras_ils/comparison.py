@@ -276,12 +276,14 @@ def compare(
         seeds: how many seeds (from `seed`), or the list of seeds: each seed
             splits the data and initialises the networks anew.
         seed: the first seed when `seeds` is a number.
-        validation_split, test_split: the validation share of the training
-            data and the test share of all data, in `(0, 1)` (a named dataset
+        validation_split: the validation share of the training data, in
+            `(0, 1)`.
+        test_split: the test share of all data, in `(0, 1)` (a named dataset
             keeps its own test split).
         tune: `False` trains one student per method at fixed values instead
             of searching its grid.
-        epochs, batch_size: replace the training recipe's.
+        epochs: replaces the training recipe's (a ceiling under early stopping).
+        batch_size: replaces the training recipe's.
         num_classes: `K`; defaults to one more than the largest label.
         conformal: `alpha` in `(0, 1)`: every row also gets split conformal
             prediction sets (LAC and APS) calibrated on the validation split,

@@ -69,8 +69,8 @@ def array_splits(
         x: numbers, `[n, features]` (`[n, 1]` for one feature), or images
             `[n, h, w]` / `[n, h, w, c]`; finite.
         y: `[n]` integer class indices in `[0, K)`, every class present.
-        test_fraction, validation_fraction: the test set's share of all
-            examples, then validation's share of the rest, each in `(0, 1)`.
+        test_fraction: the test set's share of all examples, in `(0, 1)`.
+        validation_fraction: validation's share of the rest, in `(0, 1)`.
         seed: seeds both splits.
         num_classes: `K`; defaults to one more than the largest label.
         name: the data's name in the results and messages.
