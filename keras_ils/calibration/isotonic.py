@@ -128,7 +128,7 @@ class IsotonicCalibration(OneVsRestCalibration):
 
 
 RESOLUTION = np.finfo(np.float64).resolution  # scikit-learn's tie tolerance, 1e-15
-_TIE_BLOCK = 1 << 18  # scores per block of `_runs`' differences
+_TIE_BLOCK = 1 << 18  # scores per block of `_clusters`' differences
 
 
 def _runs(ordered) -> tuple:
@@ -136,58 +136,74 @@ def _runs(ordered) -> tuple:
 
     scikit-learn's `_make_unique`: a score starts a run when it is at least
     `RESOLUTION` above the first score of the current run. A gap of at least
-    the resolution always starts one; the others lie in clusters (a score
-    and those after it up to the next such gap), in which each score's next
-    run start is found once (`_next_starts`), and the runs are followed from
-    start to start, all clusters at once, one gather a step.
+    the resolution always starts one; the others lie in clusters
+    (`_clusters`), in which each score's next run start is found once
+    (`_next_starts`), and the runs are followed from start to start, all
+    clusters at once, one gather a step.
     """
-    flat, n = ordered.ravel(), ordered.shape[1]
-    blocks = range(0, len(flat) - 1, _TIE_BLOCK)  # the differences in blocks, so that they stay small
-    tied = np.concatenate([np.flatnonzero(np.diff(flat[s : s + _TIE_BLOCK + 1]) < RESOLUTION) + s + 1 for s in blocks])
-    tied = tied[tied % n > 0]  # a class's first score starts its first run
-    if not len(tied):
-        return tied, tied
-    new = np.flatnonzero(np.diff(tied) != 1) + 1  # the clusters: consecutive tied positions and the score before
-    anchors = tied[np.append(0, new)] - 1
-    sizes = tied[np.append(new - 1, len(tied) - 1)] + 1 - anchors
-    ends = np.cumsum(sizes)  # where each cluster's scores end in `members`
-    members = np.repeat(anchors + sizes - ends, sizes) + np.arange(ends[-1])
-    classes = np.searchsorted(anchors, np.arange(anchors[-1] // n + 2) * n)  # class j's: classes[j] to classes[j + 1]
-    following = _next_starts(flat[members], ends - sizes, ends, classes)
-    starts = np.zeros(len(members), bool)  # the run starts among the clusters' scores
-    at = ends - sizes  # each cluster's current run start
+    anchors, ends = _clusters(ordered)
+    if not len(anchors):
+        return anchors, ends
+    sizes = ends - anchors
+    stops = np.cumsum(sizes)  # the clustered scores one after another: where each cluster's end
+    shift = anchors - stops + sizes  # a clustered score's flat position less its index among them
+    classes = np.searchsorted(anchors, np.arange(anchors[-1] // ordered.shape[1] + 2) * ordered.shape[1])
+    following = _next_starts(ordered.ravel(), shift, stops - sizes, stops, classes)
+    starts = np.zeros(stops[-1], bool)  # the run starts among the clustered scores
+    at, until = stops - sizes, stops  # each cluster's current run start, and its end
     while len(at):
         starts[at] = True
         at = following[at]
-        inside = at < ends
-        at, ends = at[inside], ends[inside]
+        inside = at < until
+        at, until = at[inside], until[inside]
     at = np.flatnonzero(starts)
-    lo, hi = members[at], members[at] + np.diff(at, append=len(members))  # a cluster's last run ends with it
+    lo = at + shift[np.searchsorted(stops, at, side="right")]
+    hi = lo + np.diff(at, append=len(starts))  # a cluster's last run ends with it
     several = hi - lo > 1
     return lo[several], hi[several]
 
 
-def _next_starts(scores, offsets, ends, classes) -> np.ndarray:
-    """For each of the clusters' `scores`, the index of the first after it `RESOLUTION` above it, or its cluster's end.
+def _clusters(ordered) -> tuple:
+    """`(anchors, ends)`: flat positions `[anchor, end)` of the clusters of `ordered [K, n]` (sorted rows).
 
-    Cluster `c` is `scores[offsets[c] : ends[c]]`, and class `j` holds the
-    clusters `classes[j]` to `classes[j + 1]`, so that its scores are
-    sorted: one `searchsorted` a class finds each index, checked with
-    scikit-learn's test `x - s >= RESOLUTION` itself; where rounding moved
-    the test off the guess, a bisection settles it.
+    A cluster is a score and the scores after it, at least one, each less
+    than `RESOLUTION` above the one before. The differences are taken a
+    block of rows at a time, so that they stay small.
     """
-    following = np.empty(len(scores), np.int64)
+    num_rows, n = ordered.shape
+    rows, anchors, ends = max(1, _TIE_BLOCK // n), [], []
+    for first in range(0, num_rows, rows):
+        block = ordered[first : first + rows]
+        close = np.zeros((len(block), n + 1), bool)  # whether score `c` is within the resolution of score `c - 1`
+        np.less(np.diff(block, axis=1), RESOLUTION, out=close[:, 1:n])
+        edges = np.flatnonzero(close[:, 1:] != close[:, :-1]) + first * n  # each cluster's anchor, then its last score
+        anchors.append(edges[::2])
+        ends.append(edges[1::2] + 1)
+    return np.concatenate(anchors), np.concatenate(ends)
+
+
+def _next_starts(flat, shift, offsets, stops, classes) -> np.ndarray:
+    """For each clustered score, the index of the first after it `RESOLUTION` above it, or its cluster's end.
+
+    Cluster `c`'s scores have the indices `offsets[c]` to `stops[c]` and the
+    flat positions `shift[c]` further on; class `j` holds the clusters
+    `classes[j]` to `classes[j + 1]`, so that its scores are sorted. One
+    `searchsorted` a class finds each index, checked with scikit-learn's
+    test `x - s >= RESOLUTION` itself; where rounding moved the test off the
+    guess, a bisection settles it.
+    """
+    following = np.empty(stops[-1], np.int64)
     for first, last in zip(classes[:-1], classes[1:], strict=True):
         if first == last:
             continue
-        begin, stop = offsets[first], ends[last - 1]
-        row, after = scores[begin:stop], np.arange(begin + 1, stop + 1)
-        end = np.repeat(ends[first:last], ends[first:last] - offsets[first:last])
-        guess = np.clip(np.searchsorted(row, row + RESOLUTION) + begin, after, end)
-        wrong = ((guess < end) & ~_above(scores, guess, row)) | ((guess > after) & _above(scores, guess - 1, row))
+        begin, stop, counts = offsets[first], stops[last - 1], stops[first:last] - offsets[first:last]
+        row = flat[np.repeat(shift[first:last], counts) + np.arange(begin, stop)]  # indices from here on from `begin`
+        after, end = np.arange(1, stop - begin + 1), np.repeat(stops[first:last] - begin, counts)
+        guess = np.clip(np.searchsorted(row, row + RESOLUTION), after, end)
+        wrong = ((guess < end) & ~_above(row, guess, row)) | ((guess > after) & _above(row, guess - 1, row))
         base = row[wrong]
-        guess[wrong] = first_position(after[wrong], end[wrong], lambda t, base=base: _above(scores, t, base))
-        following[begin:stop] = guess
+        guess[wrong] = first_position(after[wrong], end[wrong], lambda t, row=row, base=base: _above(row, t, base))
+        following[begin:stop] = guess + begin
     return following
 
 
