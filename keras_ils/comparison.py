@@ -114,6 +114,34 @@ class Comparison:
         found.update({name: os.path.join(run, f"reliability_{slug(name)}.png") for name in self.rows})
         return {name: path for name, path in found.items() if os.path.exists(path)}
 
+    def set_size_verdict(self, method: str = "lac") -> dict:
+        """The rows ranked by their prediction sets' size at the guaranteed coverage (needs `conformal=`).
+
+        `reporting.verdict.paired_verdict` on each test example's set size
+        (`test_set_sizes.npz`) instead of its NLL: every row against No LS +
+        TempS per family, Holm-corrected; in the result, `"nll"` and
+        `"difference"` are mean set sizes and their differences.
+
+        Args:
+            method: `"lac"` (the smallest sets on average) or `"aps"`.
+        """
+        from keras_ils.experiments.main_job.config import CALIBRATORS
+        from keras_ils.experiments.main_job.report import CONFORMAL_METHODS, TEST_SET_SIZES_FILE
+        from keras_ils.experiments.reporting import verdict
+
+        if method not in CONFORMAL_METHODS:
+            raise _checks.invalid("method", f"one of {CONFORMAL_METHODS}", method)
+        sizes = {}
+        for seed in [run["seed"] for run in self.runs]:
+            path = os.path.join(self._run_directory(seed), TEST_SET_SIZES_FILE)
+            if not os.path.exists(path):
+                raise ValueError("No prediction sets: compare with `conformal=alpha` to rank rows by set size.")
+            with np.load(path) as stored:
+                for row in self.rows:
+                    sizes.setdefault(row, []).append(stored[f"{method}:{row}"])
+        groups = verdict.verdict_groups(self.rows, tuple(CALIBRATORS.values()))
+        return verdict.paired_verdict(sizes, verdict.REFERENCE, groups)
+
     def save(self, directory: str) -> str:
         """Copies the whole result set (tables, figures, models, verdict) into `directory`, replacing its results."""
         from keras_ils._files import staged_directory

@@ -4,8 +4,9 @@ sets at alpha = 0.1; each set's paired verdict, set sizes and AURC, gathered int
 Run:  python scripts/held_out_verdicts.py --seeds 3 --output results/held_out_verdicts
       python scripts/held_out_verdicts.py --report-only --output results/held_out_verdicts
 
-Each data set's comparison lands in OUTPUT/<set>/ (summary.json, verdict.json, verdict.md, seed<k>/...; the trained
-models are not kept: see --keep-models); OUTPUT/report.md gathers the verdicts and, per set, every row's mean test
+Each data set's comparison lands in OUTPUT/<set>/ (summary.json, verdict.json, verdict.md, comparison.png,
+seed<k>/ with results.json, results.csv, test_nll.npz, test_set_sizes.npz; the trained models and the per-row
+figures are not kept: see --keep-models); OUTPUT/report.md gathers the verdicts and, per set, every row's mean test
 NLL, AURC and LAC/APS set size and coverage.
 """
 
@@ -46,10 +47,11 @@ def run(name, seeds, output, keep_models):
             output_dir=directory, log=None,
         )  # fmt: skip
     seconds = time.perf_counter() - start
-    if not keep_models:
+    if not keep_models:  # the models and per-row figures stay out of the repository: tables, verdicts and arrays stay
         for root, _, files in os.walk(directory):
             for file in files:
-                if file.endswith(".keras"):
+                seed_figure = file == "comparison.png" and os.path.basename(root).startswith("seed")
+                if file.endswith(".keras") or file.startswith("reliability_") or seed_figure:
                     os.remove(os.path.join(root, file))
         shutil.rmtree(os.path.join(directory, "search"), ignore_errors=True)
     with open(os.path.join(directory, "seconds.json"), "w") as file:
@@ -71,6 +73,31 @@ def _rows(directory):
     return rows
 
 
+def set_size_lines(comparison, method="lac"):
+    """The training methods ranked by their test set size at 1 - ALPHA against No LS + TempS's, paired per example
+    (`Comparison.set_size_verdict`), Holm-corrected."""
+    found = comparison.set_size_verdict(method)
+    rows = found["families"]["training methods"]["rows"]
+    lines = [f"{method.upper()} set size at {1 - ALPHA:.0%} coverage, training methods against "
+             f"{found['reference']} ({found['reference_nll']:.3f}), paired per example, Holm over "
+             f"{len(rows)} rows:", ""]  # fmt: skip
+    lines += ["| row | mean set size | vs reference | 95% CI | Holm p |", "|---" * 5 + "|"]
+    for row, r in rows.items():
+        low, high = r["interval"]
+        lines.append(f"| {row} | {r['nll']:.3f} | {r['difference']:+.3f} | [{low:+.3f}, {high:+.3f}] | "
+                     f"{r['holm_pvalue']:.2g} |")  # fmt: skip
+    return lines + [""]
+
+
+def _comparison(directory):
+    """The `Comparison` of a finished run read back from its directory (its runs' results.json and verdict)."""
+    from keras_ils.comparison import Comparison
+
+    seeds = sorted((d for d in os.listdir(directory) if d.startswith("seed")), key=lambda d: int(d[4:])) or ["."]
+    runs = tuple(json.load(open(os.path.join(directory, s, "results.json"))) for s in seeds)
+    return Comparison(runs, None, json.load(open(os.path.join(directory, "verdict.json"))), directory)
+
+
 def report(output):
     lines = ["# keras_ils.compare on five data sets", ""]
     for name in SETS:
@@ -87,7 +114,7 @@ def report(output):
                 f"| {row} | {v['nll']:.4f} | {v['aurc']:.4f} | {v['lac_mean_set_size']:.3f} | "
                 f"{v['lac_coverage']:.3f} | {v['aps_mean_set_size']:.3f} | {v['aps_coverage']:.3f} |"
             )
-        lines.append("")
+        lines += ["", *set_size_lines(_comparison(directory))]
     with open(os.path.join(output, "report.md"), "w") as file:
         file.write("\n".join(lines))
     return "\n".join(lines)

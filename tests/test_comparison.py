@@ -29,7 +29,8 @@ def iris():
 @pytest.fixture(scope="module")
 def two_seeds(iris, tmp_path_factory):
     directory = tmp_path_factory.mktemp("compare") / "out"
-    return _quietly(x=iris[0], y=iris[1], seeds=2, seed=4, output_dir=str(directory), **FAST), directory
+    found = _quietly(x=iris[0], y=iris[1], seeds=2, seed=4, conformal=0.2, output_dir=str(directory), **FAST)
+    return found, directory
 
 
 def test_the_comparison_holds_every_seed_the_table_the_verdict_and_the_models(two_seeds, iris):
@@ -52,6 +53,20 @@ def test_the_comparison_holds_every_seed_the_table_the_verdict_and_the_models(tw
     assert str(found).rstrip().splitlines()[-1].startswith(("Use ", "Keep "))
     with pytest.raises(ValueError, match="Invalid value for argument `name`"):
         found.model("ILS")
+
+
+def test_rows_ranked_by_set_size_against_the_reference(two_seeds):
+    found, directory = two_seeds
+    sizes = [np.load(directory / f"seed{s}" / "test_set_sizes.npz") for s in (4, 5)]
+    ranked = found.set_size_verdict("lac")
+    row = ranked["families"]["training methods"]["rows"]["LS + TempS"]
+    differences = np.concatenate([s["lac:LS + TempS"] - s["lac:No LS + TempS"] for s in sizes])
+    assert row["difference"] == pytest.approx(differences.mean(), abs=1e-12)
+    table = found.table  # the table's set size is the mean of the per-example sizes
+    assert table.loc["LS", "lac_mean_set_size"] == pytest.approx(np.mean([s["lac:LS"].mean() for s in sizes]))
+    assert 0.0 <= table.loc["LS", "lac_coverage"] <= 1.0
+    with pytest.raises(ValueError, match="Invalid value for argument `method`"):
+        found.set_size_verdict("raps")
 
 
 def test_save_copies_the_whole_result_set(two_seeds, tmp_path):
