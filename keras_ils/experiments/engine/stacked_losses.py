@@ -170,6 +170,7 @@ def _branch_state(branch, index, state) -> dict:
     return {name: state[state_key(index, name)] for name in branch.state}
 
 
+@tf.autograph.experimental.do_not_convert  # plain Python over the branches: tracing it as is is faster
 def batch_losses(y_true, logits, parameters, state, branches) -> tf.Tensor:
     """`[slots]` each slot's loss on its batch: `y_true` `[slots, m, W]`, `logits` `[slots, m, K]`, `parameters`
     `[slots, P]` and `state` (the pool's) as `stack` made them for `branches`."""
@@ -189,11 +190,13 @@ def batch_losses(y_true, logits, parameters, state, branches) -> tf.Tensor:
     return loss
 
 
+@tf.autograph.experimental.do_not_convert  # plain Python over the branches: tracing it as is is faster
 def statistics(y_true, logits, branches) -> list:
     """`[per stateful branch: tuple of its statistics]` of the batch (`EpochState.statistics`), for every slot."""
     return [list(branch.statistics(y_true, logits)) for branch in branches if branch.statistics is not None]
 
 
+@tf.autograph.experimental.do_not_convert  # plain Python over the branches: tracing it as is is faster
 def next_state(summed, state, branches) -> dict:
     """`{key: value}` of the stateful branches' `EpochState` arguments for the next epoch, from the epoch's `summed`
     statistics (`statistics`' layout)."""
