@@ -145,7 +145,7 @@ def _runs(ordered) -> tuple:
     if not len(anchors):
         return anchors, ends
     sizes = ends - anchors
-    stops = np.cumsum(sizes)  # the clustered scores one after another: where each cluster's end
+    stops = np.cumsum(sizes)  # where each cluster ends among the clustered scores, laid one after another
     shift = anchors - stops + sizes  # a clustered score's flat position less its index among them
     classes = np.searchsorted(anchors, np.arange(anchors[-1] // ordered.shape[1] + 2) * ordered.shape[1])
     following = _next_starts(ordered.ravel(), shift, stops - sizes, stops, classes)
@@ -197,7 +197,7 @@ def _next_starts(flat, shift, offsets, stops, classes) -> np.ndarray:
         if first == last:
             continue
         begin, stop, counts = offsets[first], stops[last - 1], stops[first:last] - offsets[first:last]
-        row = flat[np.repeat(shift[first:last], counts) + np.arange(begin, stop)]  # indices from here on from `begin`
+        row = flat[np.repeat(shift[first:last], counts) + np.arange(begin, stop)]  # indices below from `begin`
         after, end = np.arange(1, stop - begin + 1), np.repeat(stops[first:last] - begin, counts)
         guess = np.clip(np.searchsorted(row, row + RESOLUTION), after, end)
         wrong = ((guess < end) & ~_above(row, guess, row)) | ((guess > after) & _above(row, guess - 1, row))
