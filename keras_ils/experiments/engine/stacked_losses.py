@@ -121,43 +121,41 @@ def stack(losses: Sequence | None, num_models: int) -> StackedLosses:
     forms = _forms(losses, num_models)
     signatures = [_signature(form) for form in forms]
     kinds = list(dict.fromkeys(signatures))
-    column = int(len(kinds) > 1)
-    parameters, branches, state = [np.asarray([[kinds.index(s)] for s in signatures], np.float32)[:, :column]], [], {}
+    matrix = [np.asarray([[kinds.index(s)] for s in signatures], np.float32)] if len(kinds) > 1 else []
+    branches, state = [], {}
     for index, signature in enumerate(kinds):
         members = [row for row, s in enumerate(signatures) if s == signature]
-        parts = []
-        for part in ("main", "term"):
-            if part == "term" and forms[members[0]].batch_term is None:
-                parts.append(None)
-                continue
-            values = [_arguments(forms[row], part) for row in members]
-            settings, columns = [], []
-            for name in sorted(values[0]):
-                if not _is_number(values[0][name]) or all(v[name] == values[0][name] for v in values):
-                    settings.append((name, values[0][name]))
-                    continue
-                matrix_column = np.full((num_models, 1), values[0][name], np.float32)
-                matrix_column[members, 0] = [v[name] for v in values]
-                parameters.append(matrix_column)
-                columns.append((name, column))
-                column += 1
-            parts.append((tuple(settings), tuple(columns)))
         first = forms[members[0]]
-        term = None if parts[1] is None else (first.batch_term[0], *parts[1])
-        if first.state is None:
-            branches.append(Branch(first.function, *parts[0], batch_term=term))
+        main = _split([forms[row].arguments for row in members], members, matrix, num_models)
+        term = None
+        if first.batch_term is not None:
+            arguments = [forms[row].batch_term[1] for row in members]
+            term = (first.batch_term[0], *_split(arguments, members, matrix, num_models))
+        names, functions = (), (None, None)
+        if first.state is not None:
+            names, functions = tuple(first.state.initial), tuple(first.state[1:])
+            for name in names:
+                initial = np.repeat(np.asarray(first.state.initial[name], np.float32)[None], num_models, axis=0)
+                initial[members] = [np.asarray(forms[row].state.initial[name], np.float32) for row in members]
+                state[state_key(index, name)] = initial
+        branches.append(Branch(first.function, *main, term, names, *functions))
+    parameters = np.concatenate(matrix, axis=1) if matrix else np.zeros((num_models, 0), np.float32)
+    return StackedLosses(tuple(branches), parameters, state)
+
+
+def _split(arguments, members, matrix, num_models) -> tuple:
+    """`(settings, columns)` of a branch's arguments (one dict per member): a number that differs between members
+    becomes a new column appended to `matrix` (the other models hold the first member's value), the rest settings."""
+    settings, columns, first = [], [], arguments[0]
+    for name in sorted(first):
+        if not _is_number(first[name]) or all(values[name] == first[name] for values in arguments):
+            settings.append((name, first[name]))
             continue
-        for name, value in first.state.initial.items():
-            initial = np.broadcast_to(np.asarray(value, np.float32), (num_models, *np.shape(value))).copy()
-            initial[members] = [np.asarray(forms[row].state.initial[name], np.float32) for row in members]
-            state[state_key(index, name)] = initial
-        branch = Branch(first.function, *parts[0], term, tuple(first.state.initial), *first.state[1:])
-        branches.append(branch)
-    return StackedLosses(tuple(branches), np.concatenate(parameters, axis=1), state)
-
-
-def _arguments(form, part: str) -> dict:
-    return dict(form.arguments) if part == "main" else dict(form.batch_term[1])
+        column = np.full((num_models, 1), first[name], np.float32)
+        column[members, 0] = [values[name] for values in arguments]
+        columns.append((name, sum(block.shape[1] for block in matrix)))
+        matrix.append(column)
+    return tuple(settings), tuple(columns)
 
 
 def _call(function, settings, columns, parameters, y_true, logits, **state):
