@@ -806,16 +806,9 @@ def test_the_methods_command_lists_the_calibrators(capsys):
     assert rows["dirichlet"].split()[1] == "dir" and rows["isotonic"].split()[1] == "-"
 
 
-@pytest.mark.parametrize(
-    "argv, match",
-    [
-        (["--methods", "all,nope"], "argument --methods: expected 'all' or a comma-separated subset of"),
-        (["--seed", str(2**63)], r"argument --seed: expected an integer in \[0, 2\*\*63\)"),
-        (["--seed", "-1"], r"argument --seed: expected an integer in \[0, 2\*\*63\)"),
-    ],
-)
-def test_methods_beside_all_and_seeds_beyond_int64_are_usage_errors(tmp_path, capsys, argv, match):
+def test_methods_beside_all_are_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["run", *argv, "--output-dir", str(tmp_path / "o")])
-    assert exit_info.value.code == 2 and re.search(match, capsys.readouterr().err)
+        cli.main(["run", "--methods", "all,nope", "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "argument --methods: expected 'all' or a comma-separated subset of" in err
     assert not (tmp_path / "o").exists()

@@ -266,7 +266,7 @@ def _paper_command(args, output_dir) -> str:
 _NUMBER_FLAGS = (
     ("epochs", "an integer >= 1", lambda v: v >= 1),
     ("batch_size", "an integer >= 1", lambda v: v >= 1),
-    ("seed", "an integer >= 0", lambda v: v >= 0),
+    ("seed", "an integer in [0, 2**63)", lambda v: 0 <= v < 2**63),
     ("max_trials", "an integer >= 1", lambda v: v >= 1),
     ("replicates", "an integer >= 1", lambda v: v >= 1),
     ("seeds", "an integer >= 1", lambda v: v >= 1),
