@@ -110,11 +110,13 @@ class Setup:
 
 def uses_engine(setup: Setup) -> bool:
     """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP (`mlp`, `mlp-D-W`) on
-    vectors by the Adam MLP recipe. The engine runs on one device (TensorFlow's default, a GPU when there is
-    one), whatever the strategy is: its models are small and many, not large."""
+    vectors by the Adam MLP recipe, under the TensorFlow backend (the engine's epochs are `tf.function`s). The
+    engine runs on one device (TensorFlow's default, a GPU when there is one), whatever the strategy is: its
+    models are small and many, not large."""
     recipe = setup.config.recipe
     return (
         setup.config.build_model is None
+        and keras.backend.backend() == "tensorflow"
         and models.mlp_shape(setup.config.model_name) is not None
         and len(setup.splits.input_shape) == 1
         and recipe.optimizer == "adam"
