@@ -19,6 +19,7 @@ verdict) and `.data` (loaders); docs/development.md holds the layout.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import shutil
 import tempfile
@@ -46,8 +47,9 @@ class Comparison:
         verdict: the paired verdict (`verdict.json`): every row against the
             reference, No LS + TempS, per family, with Holm's correction
             (`{"error": why}` when none could be drawn, e.g. a NaN loss).
-        directory: where the results are (`output_dir`, or a temporary
-            directory kept for the process's life: `save` copies it).
+        directory: where the results are (`output_dir`, or a new directory
+            under the system's temporary folder, which is not removed: `save`
+            copies it elsewhere).
     """
 
     runs: tuple
@@ -70,11 +72,10 @@ class Comparison:
             record = {"model": name, **{m: float(v.mean()) for m, v in values.items()}}
             if len(self.runs) > 1:
                 record.update({f"{m}_std": float(v.std(ddof=1)) for m, v in values.items()})
-            for method in ("lac", "aps"):
-                if "conformal" in self.runs[0]["rows"][i]:
-                    for score in ("coverage", "mean_set_size"):
-                        values = [run["rows"][i]["conformal"][method][score] for run in self.runs]
-                        record[f"{method}_{score}"] = float(np.mean(values))
+            if "conformal" in self.runs[0]["rows"][i]:  # compare(conformal=alpha): LAC and APS sets
+                for method, score in itertools.product(("lac", "aps"), ("coverage", "mean_set_size")):
+                    sets = [run["rows"][i]["conformal"][method][score] for run in self.runs]
+                    record[f"{method}_{score}"] = float(np.mean(sets))
             records.append(record)
         try:
             import pandas
