@@ -127,6 +127,7 @@ def test_comparison_gives_each_drawn_row_its_own_colour_and_a_legible_legend():
         assert colour == colours[name] if name in colours else colour not in colours.values()
 
 
+@pytest.mark.slow  # 9 s: a second large figure; the drawn rows are checked with the reference by default
 def test_comparison_without_the_reference_draws_the_best_rows_only():
     names, curves, scores, nll = _fifteen_methods(1)
     del curves["No LS + TempS"], scores["No LS + TempS"]

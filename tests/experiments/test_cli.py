@@ -237,6 +237,7 @@ def test_failure_mid_run_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # 16 s: three whole runs; tests/test_comparison.py runs two seeds through the same path by default
 def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp_path, capsys):
     from scipy import stats
 

@@ -239,6 +239,7 @@ class TestLoad:
             datasets.load("synthetic", target="label")
 
 
+@pytest.mark.slow  # 7 s: a whole run; tests/test_comparison.py runs a DataFrame through compare by default
 @pytest.mark.tensorflow_only  # the raw rows hold a string column: JAX and torch have no string dtype
 def test_command_line_run_on_a_csv_saves_models_that_take_raw_rows(tmp_path, capsys):
     import keras_ils_cli as cli
