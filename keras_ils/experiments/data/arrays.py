@@ -18,9 +18,8 @@ from keras_ils.experiments.data.splits import (
     Splits,
     check_fraction,
     check_num_classes,
-    feature_statistics,
     split_rows,
-    standardise,
+    standardised_splits,
 )
 
 __all__ = ["array_splits", "dataset_arrays"]
@@ -98,10 +97,5 @@ def array_splits(
     train, validation, test = split_rows(
         y, num_classes, test_fraction=test_fraction, validation_fraction=validation_fraction, seed=seed, source=name
     )
-    statistics = feature_statistics(x[train])
-    parts = standardise(x[train], x[validation], x[test], names=("x",) * 3, statistics=statistics)
-    make = lambda x, y: tf.data.Dataset.from_tensor_slices((x, y.astype(np.int32)))  # noqa: E731
     rows = (train, validation, test)
-    train_set, validation_set, test_set = (make(part, y[r]) for part, r in zip(parts, rows, strict=True))
-    preprocessing = {"mean": statistics[0].tolist(), "scale": statistics[1].tolist()}
-    return Splits(train_set, validation_set, test_set, num_classes, tuple(x.shape[1:]), name, {}, preprocessing)
+    return standardised_splits([x[r] for r in rows], [y[r] for r in rows], num_classes, name, names=("x",) * 3)

@@ -7,7 +7,6 @@ import zipfile
 import zlib
 
 import numpy as np
-import tensorflow as tf
 
 from keras_ils.experiments.data.splits import (
     DEFAULT_VALIDATION_FRACTION,
@@ -15,8 +14,7 @@ from keras_ils.experiments.data.splits import (
     check_fraction,
     check_num_classes,
     check_split,
-    feature_statistics,
-    standardise,
+    standardised_splits,
     stratified_split,
 )
 
@@ -203,24 +201,12 @@ def load_npz(
         np.bincount(y_train[validation_rows], minlength=num_classes),
         "Give each class more examples in y_train, or a larger validation fraction.",
     )
-    mean, scale = feature_statistics(x_train[train_rows])
-    x_train, x_validation, x_test = standardise(
-        x_train[train_rows],
-        x_train[validation_rows],
-        x_test,
-        names=("x_train", "x_train", "x_test"),
-        statistics=(mean, scale),
-    )
-    make = lambda x, y: tf.data.Dataset.from_tensor_slices((x, y.astype(np.int32)))  # noqa: E731
-    return Splits(
-        make(x_train, y_train[train_rows]),
-        make(x_validation, y_train[validation_rows]),
-        make(x_test, y_test),
+    return standardised_splits(
+        (x_train[train_rows], x_train[validation_rows], x_test),
+        (y_train[train_rows], y_train[validation_rows], y_test),
         num_classes,
-        tuple(x_train.shape[1:]),
         os.path.basename(path),
-        {},
-        {"mean": mean.tolist(), "scale": scale.tolist()},
+        names=("x_train", "x_train", "x_test"),
     )
 
 

@@ -171,6 +171,24 @@ def feature_statistics(x_train, name: str = "x_train") -> tuple[np.ndarray, np.n
     return mean, scale
 
 
+def standardised_splits(features, labels, num_classes: int, name: str, names: tuple) -> Splits:
+    """`Splits` of train, validation and test `features` and integer `labels`, the features standardised with the
+    training part's statistics (`Splits.preprocessing` holds them); `names` name the three parts in errors.
+
+    Example:
+
+    >>> parts = [np.array([[0.0], [2.0]]), np.array([[1.0]]), np.array([[3.0]])]
+    >>> splits = standardised_splits(parts, [np.array([0, 1]), np.array([0]), np.array([1])], 2, "d", ("x",) * 3)
+    >>> splits.preprocessing, [float(x[0]) for x, _ in splits.test]
+    ({'mean': [1.0], 'scale': [1.0]}, [2.0])
+    """
+    mean, scale = feature_statistics(features[0], names[0])
+    parts = standardise(*features, names=names, statistics=(mean, scale))
+    sets = [tf.data.Dataset.from_tensor_slices((x, y.astype(np.int32))) for x, y in zip(parts, labels, strict=True)]
+    preprocessing = {"mean": mean.tolist(), "scale": scale.tolist()}
+    return Splits(*sets, num_classes, tuple(parts[0].shape[1:]), name, {}, preprocessing)
+
+
 def preprocessing_layer(preprocessing: dict | None):
     """The Keras layer that maps stored features to a model's inputs as `Splits.preprocessing` says, or `None`.
 
@@ -359,6 +377,7 @@ __all__ = [
     "preprocessing_layer",
     "split_rows",
     "standardise",
+    "standardised_splits",
     "stratified_split",
     "taking_stored_features",
 ]
