@@ -19,7 +19,6 @@ import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
 
 SETS = ("iris", "wine", "breast_cancer", "digits", "synthetic")
 CALIBRATORS = ("temperature", "dirichlet", "isotonic")
@@ -59,20 +58,6 @@ def run(name, seeds, output, keep_models):
     return found
 
 
-def _rows(directory):
-    """`{row: {score: mean over seeds}}` from a comparison's results (summary-free: every seed's results.json)."""
-    seeds = sorted(d for d in os.listdir(directory) if d.startswith("seed")) or ["."]
-    runs = [json.load(open(os.path.join(directory, s, "results.json"))) for s in seeds]
-    rows = {}
-    for i, row in enumerate(runs[0]["rows"]):
-        values = {score: [r["rows"][i]["all"][score] for r in runs] for score in ("nll", "aurc")}
-        for method in ("lac", "aps"):
-            for score in ("coverage", "mean_set_size"):
-                values[f"{method}_{score}"] = [r["rows"][i]["conformal"][method][score] for r in runs]
-        rows[row["model"]] = {k: float(np.mean(v)) for k, v in values.items()}
-    return rows
-
-
 def set_size_lines(comparison, method="lac"):
     """The training methods ranked by their test set size at 1 - ALPHA against No LS + TempS's, paired per example
     (`Comparison.set_size_verdict`), Holm-corrected."""
@@ -108,14 +93,14 @@ def report(output):
         seconds = json.load(open(os.path.join(directory, "seconds.json")))
         lines += [f"## {name}", "", f"{seconds['seeds']} seeds, {seconds['seconds']:.0f} s. {verdict['sentence']}", ""]
         lines += ["| row | test NLL | AURC | LAC size | LAC coverage | APS size | APS coverage |", "|---" * 7 + "|"]
-        rows = _rows(directory)
-        for row, v in sorted(rows.items(), key=lambda item: item[1]["nll"]):
+        comparison = _comparison(directory)
+        for row, v in comparison.table.sort_values("nll", kind="stable").iterrows():
             lines.append(
                 f"| {row} | {v['nll']:.4f} | {v['aurc']:.4f} | {v['lac_mean_set_size']:.3f} | "
                 f"{v['lac_coverage']:.3f} | {v['aps_mean_set_size']:.3f} | {v['aps_coverage']:.3f} |"
             )
         try:
-            lines += ["", *set_size_lines(_comparison(directory))]
+            lines += ["", *set_size_lines(comparison)]
         except (OSError, ValueError):  # the synthetic task's per-example arrays (60 MB) are not committed
             lines += ["", "(The per-example set sizes were not kept for this set: no paired set-size ranking.)", ""]
     with open(os.path.join(output, "report.md"), "w") as file:

@@ -122,8 +122,9 @@ def _synthetic_draw(splits, estimator) -> str:
     import numpy as np
 
     from keras_ils.experiments.data import synthetic
+    from keras_ils.experiments.data.arrays import dataset_arrays
 
-    x, y = (np.stack(a) for a in zip(*splits.validation.as_numpy_iterator(), strict=True))
+    x, y = dataset_arrays(splits.validation)
     mean, scale = (np.array(splits.preprocessing[k]) for k in ("mean", "scale")) if splits.preprocessing else (0, 1)
     bayes = synthetic.bayes_temperature(x * scale + mean, y, estimator=estimator)
     return (
