@@ -11,7 +11,7 @@ in the process before `main()` runs (`keras_ils.methods.register`) is a choice o
 
 This module sits beside the `keras_ils` package, not in it, so that `--help` and usage errors answer without
 importing TensorFlow (importing `keras_ils` imports Keras, to register its objects for loading). What each command
-does is `keras_ils.experiments.main_job.commands`, imported once the arguments are parsed, with the method registry.
+does is `keras_ils.comparison.main_job.commands`, imported once the arguments are parsed, with the method registry.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ EXAMPLES = """examples:
   keras-ils benchmark synthetic                  # the paper's 100-replicate synthetic protocol, appendix table
   keras-ils benchmark paper --table 3 --models resnet110 --datasets tfds:cifar10   # Table 3's columns, resumable"""
 
-# Checked against keras_ils.experiments.main_job.config and .synthetic_protocol by the tests; written out here so that
+# Checked against keras_ils.comparison.main_job.config and .synthetic_protocol by the tests; written out here so that
 # parsing imports no TensorFlow. The methods are checked against the registry after parsing (`_checked_methods`).
 RUN_METHODS = ("ls", "ils1", "ils2", "ils")  # run's default, the ILS family (config.DEFAULT_METHODS)
 TUNE_METHODS = ("ls", "ils")  # tune's default
@@ -456,7 +456,7 @@ def main(argv=None) -> int:
         with _native_stderr_hidden(verbose < 2), contextlib.redirect_stdout(sys.stderr):
             if hasattr(args, "methods"):
                 args.methods = _checked_methods(args)
-            from keras_ils.experiments.main_job import commands
+            from keras_ils.comparison.main_job import commands
 
             code, text = commands.execute(args)
     except KeyboardInterrupt:

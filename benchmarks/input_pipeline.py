@@ -5,7 +5,7 @@
     python benchmarks/input_pipeline.py --dataset tfds:cifar10 --data-dir ~/tensorflow_datasets
 
 The pipelines are the package's, end to end: a source shaped like
-`keras_ils.experiments.data.datasets.load_tfds` output (uint8 images scaled to [0, 1] and
+`keras_ils.comparison.data.datasets.load_tfds` output (uint8 images scaled to [0, 1] and
 standardised per channel by `tf.data` maps, int32 labels), then
 `training.training_pipeline` with the CIFAR recipe (cache, shuffle, random crop
 and flip, batch 128, prefetch):
@@ -35,8 +35,8 @@ import tensorflow as tf
 
 import keras_ils
 from keras_ils import data
-from keras_ils.experiments.data import datasets
-from keras_ils.experiments.engine import training
+from keras_ils.comparison.data import datasets
+from keras_ils.comparison.engine import training
 from keras_ils.experiments.zoo import models, recipes
 from keras_ils.teacher import TeacherLogits
 

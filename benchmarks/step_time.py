@@ -49,7 +49,7 @@ from keras import ops
 
 import keras_ils
 from keras_ils import data
-from keras_ils.experiments.data import synthetic
+from keras_ils.comparison.data import synthetic
 from keras_ils.experiments.zoo import models, recipes
 
 ILS = dict(method="ils", p1=0.9, p2=1.5, temperature=1.0)

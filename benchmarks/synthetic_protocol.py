@@ -13,7 +13,7 @@ most 500 epochs) on the same data and targets:
   `auto picks` says which `jit_compile="auto"` takes on this machine;
 - `model.fit`: the ordinary Keras path, one model at a time
   (`keras_ils.experiments.zoo.models.mlp`, `ILSLoss` on the package's teacher targets,
-  `keras_ils.experiments.engine.training.fit` with the MLP recipe), for `--fit-models` of the
+  `keras_ils.comparison.engine.training.fit` with the MLP recipe), for `--fit-models` of the
   same configurations (of the round's first replicate) spread over the grid.
 
 Rounds are interleaved (the order alternates, a new replicate each round) and
@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_ils.calibration import temperature  # noqa: E402
+from keras_ils.comparison.data import synthetic  # noqa: E402
+from keras_ils.comparison.engine import training, vectorised  # noqa: E402
 from keras_ils.experiments import synthetic_protocol  # noqa: E402
-from keras_ils.experiments.data import synthetic  # noqa: E402
-from keras_ils.experiments.engine import training, vectorised  # noqa: E402
 from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 from keras_ils.losses import ILSLoss  # noqa: E402
 from keras_ils.metrics import NegativeLogLikelihood  # noqa: E402

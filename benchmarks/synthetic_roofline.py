@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from _common import interleaved, machine
 
-from keras_ils.experiments.engine import vectorised
+from keras_ils.comparison.engine import vectorised
 
 PROTOCOL_MODEL_EPOCHS = 589_323  # the 100-replicate run of results/synthetic_protocol (seed 0)
 TARGET_SECONDS = 180.0

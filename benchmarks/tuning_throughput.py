@@ -31,8 +31,8 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_ils import compute_teacher_logits, tuning, with_teacher_targets  # noqa: E402
-from keras_ils.experiments.data import datasets  # noqa: E402
-from keras_ils.experiments.engine import training  # noqa: E402
+from keras_ils.comparison.data import datasets  # noqa: E402
+from keras_ils.comparison.engine import training  # noqa: E402
 from keras_ils.experiments.zoo import models  # noqa: E402
 
 VARIANTS = {

@@ -27,8 +27,8 @@ import tensorflow as tf  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import distillation  # noqa: E402
-from keras_ils.experiments.data import datasets, synthetic  # noqa: E402
-from keras_ils.experiments.engine import training  # noqa: E402
+from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
+from keras_ils.comparison.engine import training  # noqa: E402
 from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 
 PAPER = {  # paper appendix, self-distillation table: accuracy, cross-entropy, ECE, cwECE (authors' variant)

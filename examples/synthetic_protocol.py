@@ -5,7 +5,7 @@ per replicate every model of the paper's grids (No LS, 12 LS, LS-0.2, 30 ILS1,
 48 ILS2, 120 ILS: 212 MLPs 5 x 64, Adam 1e-2, early stopping 10, best
 validation epoch), each with and without temperature scaling, selected by the
 validation cross-entropy against hard labels. All 21,200 models train
-together with `keras_ils.experiments.engine.vectorised` (minutes on a CPU, where one `model.fit`
+together with `keras_ils.comparison.engine.vectorised` (minutes on a CPU, where one `model.fit`
 per model takes about a day). The table prints our averages with the paper's
 in parentheses; win rates with sign tests follow.
 

@@ -26,7 +26,7 @@ import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import metrics  # noqa: E402
-from keras_ils.experiments.data import synthetic  # noqa: E402
+from keras_ils.comparison.data import synthetic  # noqa: E402
 from keras_ils.experiments.zoo import models  # noqa: E402
 
 STUDENTS = {

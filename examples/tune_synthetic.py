@@ -28,8 +28,8 @@ import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import tuning  # noqa: E402
-from keras_ils.experiments.data import datasets, synthetic  # noqa: E402
-from keras_ils.experiments.engine import training  # noqa: E402
+from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
+from keras_ils.comparison.engine import training  # noqa: E402
 from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 
 # Appendix table (tab:appendix-synthetic2), 100 replicates: accuracy, acc dense, acc sparse, CE, ECE, paper-cwECE.

@@ -2,11 +2,11 @@
 where ILS stands (docs/results/calibration-comparison.md, issue 24 item 6).
 
 For each data set and seed the script runs the package's main job in process,
-`keras_ils.experiments.main_job.pipeline.run(splits, RunConfig("mlp", ...))`
+`keras_ils.comparison.main_job.pipeline.run(splits, RunConfig("mlp", ...))`
 with every selectable method of `keras_ils.methods` (each tuned on the
 validation NLL over its own grid) and temperature scaling on every model, and
 keeps each run's `results.json`. Then every other calibrator of
-`keras_ils.experiments.main_job.config.CALIBRATORS` is fitted on the
+`keras_ils.comparison.main_job.config.CALIBRATORS` is fitted on the
 validation split to the run's saved No LS and ILS networks and scored on the
 test split (`posthoc.json`), as the main job's `--calibrators` would (that
 main-job option calibrates every model, ~15 x 6 more fits per run; the
@@ -15,7 +15,7 @@ to see whether they add to it):
 
 - scikit-learn's iris, wine, breast cancer and digits: per seed a stratified
   70/30 train/test split saved as a user's `.npz` and loaded with
-  `keras_ils.experiments.data.datasets.load` (a stratified 20 % of train for
+  `keras_ils.comparison.data.datasets.load` (a stratified 20 % of train for
   validation, seeded by the same seed; features standardised);
 - the synthetic task: `datasets.load_synthetic(seed, n_test=...)`, the
   paper's 50 + 50 examples per class for train and validation and 1,000 test
@@ -27,7 +27,7 @@ The report (`OUTPUT/tables.md`, `OUTPUT/rows.json`, `OUTPUT/verdicts.json`, `OUT
 
 - per data set and pooled over data sets, the views of `views` ranked per
   seed (Demšar's blocks; pooled: every (data set, seed) is a block) by
-  `block_verdict` on `keras_ils.experiments.reporting.ranks`: the training
+  `block_verdict` on `keras_ils.comparison.reporting.ranks`: the training
   methods as trained, the training methods after temperature scaling, and the
   post-hoc calibrators on the No LS and on the ILS network; average ranks,
   Friedman test, Nemenyi critical difference, CD diagrams
@@ -61,12 +61,12 @@ from real_data_ils import _sklearn_npz  # noqa: E402  (its seeded 70/30 split as
 
 from keras_ils import data, evaluation, methods, plots  # noqa: E402
 from keras_ils.calibration import calibrate  # noqa: E402
-from keras_ils.experiments.data import datasets  # noqa: E402
-from keras_ils.experiments.data.splits import as_trained  # noqa: E402
-from keras_ils.experiments.engine import training  # noqa: E402
-from keras_ils.experiments.main_job import pipeline  # noqa: E402
-from keras_ils.experiments.main_job.config import CALIBRATORS, RunConfig  # noqa: E402
-from keras_ils.experiments.reporting import ranks  # noqa: E402
+from keras_ils.comparison.data import datasets  # noqa: E402
+from keras_ils.comparison.data.splits import as_trained  # noqa: E402
+from keras_ils.comparison.engine import training  # noqa: E402
+from keras_ils.comparison.main_job import pipeline  # noqa: E402
+from keras_ils.comparison.main_job.config import CALIBRATORS, RunConfig  # noqa: E402
+from keras_ils.comparison.reporting import ranks  # noqa: E402
 from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 
 SKLEARN_SETS = ("iris", "wine", "breast_cancer", "digits")

@@ -3,11 +3,11 @@
 The findings are in docs/results/real-data.md.
 
 On the paper's synthetic task the true class posterior is known
-(`keras_ils.experiments.data.synthetic.bayes_logits`), so the Bayes-optimal
+(`keras_ils.comparison.data.synthetic.bayes_logits`), so the Bayes-optimal
 `p_t` of every training example is its true difficulty. Per seed, on the
 task's 150 training examples (`datasets.load_synthetic(seed)`: 50 per class,
 validation 50 per class), the script takes the calibrated teacher logits that
-`keras_ils.experiments.engine.students.search_students(..., SearchSettings(methods=()))`
+`keras_ils.comparison.engine.students.search_students(..., SearchSettings(methods=()))`
 makes the targets from (only the teachers train; the package's MLP recipe, seed `seed`):
 
 - (i) in-sample: the teacher trained on all 150 examples, `teacher_folds=1`
@@ -50,8 +50,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from keras_ils.experiments.data import datasets, synthetic  # noqa: E402
-from keras_ils.experiments.engine import students  # noqa: E402
+from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
+from keras_ils.comparison.engine import students  # noqa: E402
 from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 from keras_ils.targets import smoothing_factor  # noqa: E402
 

@@ -1,13 +1,13 @@
 """Tuned ILS on real data: the main job over many seeds, with paired win rates (docs/results/real-data.md, issue 13).
 
 For each data set and seed the script runs the package's main job in process,
-`keras_ils.experiments.main_job.pipeline.run(splits, RunConfig("mlp", ...))`, which tunes every
+`keras_ils.comparison.main_job.pipeline.run(splits, RunConfig("mlp", ...))`, which tunes every
 method on the validation NLL (hard labels) over the paper's grids with the
 vectorised engine, and keeps each run's `results.json`:
 
 - scikit-learn's iris, wine and breast cancer: per seed a stratified 70/30
   train/test split (`train_test_split(..., random_state=seed)`) saved as a
-  user's `.npz` and loaded with `keras_ils.experiments.data.datasets.load`, which
+  user's `.npz` and loaded with `keras_ils.comparison.data.datasets.load`, which
   carves the package's default 20 % stratified validation split from train
   (seeded by the same seed) and standardises the features;
 - the synthetic task: `datasets.load_synthetic(seed, n_test=...)`, the paper's
@@ -51,9 +51,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 from keras_ils import methods, plots  # noqa: E402
-from keras_ils.experiments.data import datasets  # noqa: E402
-from keras_ils.experiments.main_job import pipeline  # noqa: E402
-from keras_ils.experiments.main_job.config import RunConfig  # noqa: E402
+from keras_ils.comparison.data import datasets  # noqa: E402
+from keras_ils.comparison.main_job import pipeline  # noqa: E402
+from keras_ils.comparison.main_job.config import RunConfig  # noqa: E402
 from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 
 SKLEARN_SETS = ("iris", "wine", "breast_cancer")

@@ -2,11 +2,11 @@
 
 For iris, wine and breast cancer, each seed makes a stratified 75/25
 train/test split saved as `.npz` (what a user brings), loads it with
-`keras_ils.experiments.data.datasets.load_npz` (validation carved from train), and
+`keras_ils.comparison.data.datasets.load_npz` (validation carved from train), and
 trains the package's MLP recipe (5 x 64 ReLU, Adam 1e-2, batch 32, early
 stopping 10 on the hard-label validation NLL) with
-`keras_ils.experiments.engine.vectorised.train_mlps` (equal to `model.fit` to float
-tolerance, tests/experiments/engine/test_vectorised.py): the No LS teacher, then LS
+`keras_ils.comparison.engine.vectorised.train_mlps` (equal to `model.fit` to float
+tolerance, tests/comparison/engine/test_vectorised.py): the No LS teacher, then LS
 (eps 0.1) and ILS (P1 0.9, P2 1.5, T 1) students on the calibrated teacher.
 Every model is temperature-scaled on the validation split, two ways:
 
@@ -37,8 +37,8 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 
 from keras_ils import calibration  # noqa: E402
 from keras_ils.calibration import temperature  # noqa: E402
-from keras_ils.experiments.data import datasets  # noqa: E402
-from keras_ils.experiments.engine import vectorised  # noqa: E402
+from keras_ils.comparison.data import datasets  # noqa: E402
+from keras_ils.comparison.engine import vectorised  # noqa: E402
 from keras_ils.targets import ils_targets  # noqa: E402
 
 SETS = {"iris": sklearn_datasets.load_iris, "wine": sklearn_datasets.load_wine,

@@ -29,7 +29,7 @@ def test_synthetic_quickstart_runs_and_reports_every_model(capsys):
     "extra",
     [pytest.param([], marks=pytest.mark.slow), pytest.param(["--online"], marks=pytest.mark.slow)],
     ids=["cached-teacher", "online-teacher"],
-)  # each about 18 s on 2 cores; the tfds path is tested by default with mock data in tests/experiments/data
+)  # each about 18 s on 2 cores; the tfds path is tested by default with mock data in tests/comparison/data
 def test_cifar_example_with_mock_tfds(tmp_path, capsys, extra):
     import tensorflow_datasets as tfds
 

@@ -75,9 +75,9 @@ def test_ols_with_a_soft_label_matrix_per_model(models_batch, rng):
     alphas = (0.25, 0.5, 1.0)
     form = losses.functional_form(losses.OnlineLabelSmoothing(K))
     np.testing.assert_array_equal(form.state.initial["soft_labels"], np.full((K, K), 1 / K, np.float32))
-    got = _np(
-        form.function(y, z, soft_labels=soft_labels, alpha=np.reshape(alphas, (M, 1, 1)).astype("float32"))
-    ).mean(-1)
+    got = _np(form.function(y, z, soft_labels=soft_labels, alpha=np.reshape(alphas, (M, 1, 1)).astype("float32"))).mean(
+        -1
+    )
     rows = np.take_along_axis(soft_labels, y.argmax(-1)[..., None], axis=1)  # S[label] per example
     want = [(alphas[i] * _ce(y[i], z[i]) + (1 - alphas[i]) * _ce(rows[i], z[i])).mean() for i in range(M)]
     np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -9,9 +9,9 @@ from scipy.special import log_softmax
 
 from keras_ils import ILSLoss, TemperatureScaling, compute_teacher_logits, tuning
 from keras_ils import metrics as ils_metrics
+from keras_ils.comparison.data import datasets
+from keras_ils.comparison.engine import training
 from keras_ils.data import with_teacher_targets
-from keras_ils.experiments.data import datasets
-from keras_ils.experiments.engine import training
 from keras_ils.experiments.zoo import models
 
 

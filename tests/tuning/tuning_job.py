@@ -40,8 +40,8 @@ def main(argv=None):
     import tensorflow as tf
 
     from keras_ils import compute_teacher_logits, tuning, with_teacher_targets
-    from keras_ils.experiments.data import datasets
-    from keras_ils.experiments.engine import training
+    from keras_ils.comparison.data import datasets
+    from keras_ils.comparison.engine import training
     from keras_ils.experiments.zoo import models
 
     tf.config.experimental.enable_op_determinism()

@@ -1,13 +1,13 @@
 """The paper's synthetic experiments at full scale: appendix table, dense/sparse LS rows, Fig. 4 curves, win rates.
 
 Protocol (paper §3, §4.1 and appendix A), per replicate `r` (seed `seed + r`;
-train/validation/test seeds as `keras_ils.experiments.data.datasets.load_synthetic`: `s`,
+train/validation/test seeds as `keras_ils.comparison.data.datasets.load_synthetic`: `s`,
 `s + 10000`, `s + 20000`; 50/50/5000 points per class):
 
 1. Every model is `keras_ils.experiments.zoo.models.mlp` (5 x 64 ReLU) trained by the MLP
    recipe (Adam 1e-2, batch 32, at most 500 epochs, early stopping with
    patience 10 on the hard-label validation cross-entropy, best epoch kept),
-   all of them at once by `keras_ils.experiments.engine.vectorised.train_mlps`. By default the
+   all of them at once by `keras_ils.comparison.engine.vectorised.train_mlps`. By default the
    models of one replicate share their initial weights and batch order
    (common random numbers): they differ only in their targets
    (`shared_seeds=False`: one seed per model).

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from keras_ils.experiments.data import synthetic
-from keras_ils.experiments.engine import vectorised
+from keras_ils.comparison.data import synthetic
+from keras_ils.comparison.engine import vectorised
 from keras_ils.experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, row_key
 from keras_ils.experiments.synthetic_protocol.scoring import scores
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from keras_ils import calibration
 from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.experiments.engine import vectorised
+from keras_ils.comparison.engine import vectorised
 
 # The teacher temperatures of the authors' code (main.py), which divide the teacher's raw logits.
 AUTHORS_TEACHER_TEMPERATURES = (1.0, 2.0, 4.0, 8.0, 16.0)
@@ -102,7 +102,7 @@ class ProtocolOptions:
             eps / (K - 1) per wrong class for ILS1, batch-mean validation
             loss). Defaults to `"package"`.
         init: the models' initialisation, `"keras"` (the package's) or
-            `"pytorch"` (`keras_ils.experiments.engine.vectorised.initial_weights`).
+            `"pytorch"` (`keras_ils.comparison.engine.vectorised.initial_weights`).
             Package default `"keras"`.
         shared_seeds: all models of a replicate start from the same weights
             and see the same batch order (common random numbers), so they
@@ -177,7 +177,7 @@ class ProtocolOptions:
         return resolve_options(self.preset, **{name: getattr(self, name) for name in OPTIONS})
 
     def training(self) -> vectorised.MLPTraining:
-        """The trainer's settings (`keras_ils.experiments.engine.vectorised.MLPTraining`) for every model."""
+        """The trainer's settings (`keras_ils.comparison.engine.vectorised.MLPTraining`) for every model."""
         settings = self.settings
         return vectorised.MLPTraining(
             epochs=self.epochs,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from keras_ils.calibration import temperature
-from keras_ils.experiments.data import synthetic
-from keras_ils.experiments.engine import vectorised
+from keras_ils.comparison.data import synthetic
+from keras_ils.comparison.engine import vectorised
 from keras_ils.experiments.synthetic_protocol.options import ProtocolOptions
 from keras_ils.targets import ils_targets
 
@@ -15,7 +15,7 @@ def replicate_datasets(replicates: int, seed: int, n_test: int) -> list:
     """Every replicate's `{"train", "val", "test"}` datasets (seeds `s`, `s + 10000`, `s + 20000`, `s = seed + r`).
 
     Train and validation hold 50 points per class, test `n_test` per class
-    (`keras_ils.experiments.data.synthetic.make_dataset`).
+    (`keras_ils.comparison.data.synthetic.make_dataset`).
 
     Example:
 

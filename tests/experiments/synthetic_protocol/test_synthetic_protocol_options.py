@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from keras_ils.comparison.engine import vectorised
 from keras_ils.experiments import synthetic_protocol
-from keras_ils.experiments.engine import vectorised
 from keras_ils.experiments.synthetic_protocol import run, stages
 
 

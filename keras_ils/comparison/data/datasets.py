@@ -1,0 +1,149 @@
+"""Datasets by name for the command line: the synthetic task, any tfds name, a user's `.npz` or `.csv` table.
+
+Every loader returns `Splits`: unbatched `(x, y)` datasets in a fixed order,
+features as float32 (images standardised per channel with training-set
+statistics), labels int32.
+
+Inputs are checked before anything is built: a `.npz` whose arrays cannot
+carry the method (missing, empty, 1-D or non-numeric features, NaN or inf,
+labels that are not class indices `0..K-1` each with training examples,
+rows and labels of different lengths) is a `ValueError` that names the array.
+A `.csv` table (`tabular.table_splits`, with the `target` column to predict)
+gets one naming the column: missing values, an unknown target, a one-class
+target, no feature column that varies.
+
+Validation splits. The validation split is where the teacher's temperature
+`T*` is fitted, where every model's best epoch is chosen and where
+hyperparameters are searched, so it has to represent every class. The
+default share is 20 % of `train` (Guo et al., 2017, and the paper, §5);
+`validation_fraction=0.1` is the paper's 45K/5K split of CIFAR's training set.
+A split with no validation example of some class (or, for tfds, no training
+example) is a `ValueError` naming the class and its counts: `T*` and the
+model selection would never see that class, and the run would report
+calibration it never measured. A class with fewer than
+`MIN_VALIDATION_PER_CLASS` (5) validation examples is only a `SmallValidationWarning` (a `UserWarning`):
+the run is valid, but the temperature fit and the hyperparameter choice rest
+on that few examples of the class, and a user with a rare class may accept
+that knowingly.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from keras_ils.comparison.data import synthetic
+from keras_ils.comparison.data.npz import NPZ_KEYS, load_npz
+from keras_ils.comparison.data.splits import (
+    DEFAULT_VALIDATION_FRACTION,
+    MIN_VALIDATION_PER_CLASS,
+    SmallValidationWarning,
+    Splits,
+    check_fraction,
+    check_known_classes,
+    check_num_classes,
+)
+from keras_ils.comparison.data.tabular import table_splits
+from keras_ils.comparison.data.tfds_loader import load_tfds
+
+
+def load_synthetic(seed: int = 0, n_train: int = 50, n_validation: int = 50, n_test: int = 5000) -> Splits:
+    """The paper's synthetic protocol: train/validation 50 per class, test 5000 per class (§3).
+
+    Example:
+
+    >>> splits = load_synthetic(n_test=10)
+    >>> splits.num_classes, int(splits.train.cardinality()), sorted(splits.test_groups)
+    (3, 150, ['dense', 'sparse'])
+    """
+    train = synthetic.make_dataset(n_train, seed=seed)
+    validation = synthetic.make_dataset(n_validation, seed=seed + 10_000)
+    test = synthetic.make_dataset(n_test, seed=seed + 20_000)
+    make = lambda d: tf.data.Dataset.from_tensor_slices((d.x, d.y))  # noqa: E731
+    groups = {"dense": test.dense, "sparse": ~test.dense}
+    return Splits(make(train), make(validation), make(test), synthetic.NUM_CLASSES, (2,), "synthetic", groups)
+
+
+def _check_target(spec: str, target) -> None:
+    """A `.csv` table needs the `target` column's name; no other dataset takes one."""
+    if spec.endswith(".csv") and (not isinstance(target, str) or not target):
+        raise ValueError(
+            "Invalid value for argument `target`. Expected the name of the column to predict of the table "
+            f"{spec!r} (on the command line: --target COLUMN). Received: target={target!r}"
+        )
+    if target is not None and not spec.endswith(".csv"):
+        raise ValueError(
+            f"Argument `target` applies to .csv tables only. Received: target={target!r} for dataset {spec!r}"
+        )
+
+
+def load(
+    spec: str,
+    *,
+    data_dir: str | None = None,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    seed: int = 0,
+    num_classes: int | None = None,
+    validation_size: int | None = None,
+    train_splits: tuple = ("train",),
+    target: str | None = None,
+) -> Splits:
+    """`"synthetic"`, `"tfds:NAME"`, a path ending in `.npz`, or one ending in `.csv` with a `target` column.
+
+    `validation_fraction` (default 20 %) applies to tfds, `.npz` and `.csv`
+    data (for a table, the share of the rows left once its test set, 20 %, is
+    set aside); the synthetic task has its own validation set (50 per class).
+    `num_classes`, when given, must match the synthetic task's 3, a tfds
+    dataset's and a table's count, and bounds the labels of a `.npz`. `validation_size` and `train_splits`
+    are `load_tfds`'s (tfds only): `load("tfds:svhn_cropped",
+    train_splits=("train", "extra"), validation_size=6000)` is the paper's
+    598K/6K SVHN split.
+
+    Example:
+
+    >>> load("synthetic").name
+    'synthetic'
+    """
+    check_num_classes(num_classes)
+    _check_target(spec, target)
+    if not spec.startswith("tfds:") and (validation_size is not None or tuple(train_splits) != ("train",)):
+        raise ValueError(
+            f"`validation_size` and `train_splits` apply to tfds datasets only. Received: validation_size="
+            f"{validation_size!r}, train_splits={train_splits!r} for dataset {spec!r}"
+        )
+    if spec == "synthetic":
+        check_fraction(validation_fraction)
+        check_known_classes("the synthetic task", synthetic.NUM_CLASSES, num_classes)
+        return load_synthetic(seed=seed)
+    if spec.startswith("tfds:"):
+        return load_tfds(
+            spec[5:],
+            data_dir=data_dir,
+            validation_fraction=validation_fraction,
+            num_classes=num_classes,
+            validation_size=validation_size,
+            train_splits=train_splits,
+        )
+    if spec.endswith(".npz"):
+        return load_npz(spec, validation_fraction=validation_fraction, seed=seed, num_classes=num_classes)
+    if spec.endswith(".csv"):
+        splits = table_splits(spec, target, validation_fraction=validation_fraction, seed=seed)
+        check_known_classes(spec, splits.num_classes, num_classes)
+        return splits
+    raise ValueError(
+        f"Unknown dataset {spec!r}. Expected 'synthetic', 'tfds:NAME' (e.g. tfds:cifar10), a path to a .npz file or "
+        "a path to a .csv file (with `target`)."
+    )
+
+
+__all__ = [
+    "DEFAULT_VALIDATION_FRACTION",
+    "MIN_VALIDATION_PER_CLASS",
+    "NPZ_KEYS",
+    "SmallValidationWarning",
+    "Splits",
+    "load",
+    "load_npz",
+    "load_synthetic",
+    "load_tfds",
+    "table_splits",
+]
