@@ -11,7 +11,9 @@ in the process before `main()` runs (`keras_ils.methods.register`) is a choice o
 
 This module sits beside the `keras_ils` package, not in it, so that `--help` and usage errors answer without
 importing TensorFlow (importing `keras_ils` imports Keras, to register its objects for loading). What each command
-does is `keras_ils.comparison.main_job.commands`, imported once the arguments are parsed, with the method registry.
+does is `keras_ils.comparison.main_job.commands` (and `keras_ils_experiments.commands` for `benchmark`), imported
+once the arguments are parsed, with the method registry and `keras_ils_experiments` (the paper's networks for
+`--model`, tensorflow-datasets' for `--dataset tfds:NAME`).
 """
 
 from __future__ import annotations
@@ -82,10 +84,9 @@ def _add_common_arguments(parser):
     parser.add_argument(
         "--model",
         default=None,
-        help="mlp (5x64), mlp-D-W (D hidden layers of W units), lenet, resnet20/32/56/110 (resnet20b...: "
-        "projection shortcuts), resnet110sd, resnet152sd, "
-        "densenet40, wrn-D-W (e.g. wrn-34-10), resnet18, resnet50, inceptionv4, alexnet "
-        "(default: mlp for vectors, resnet20 for images)",
+        help="mlp (5x64), mlp-D-W (D hidden layers of W units), cnn (a small image network); the paper's: lenet, "
+        "resnet20/32/56/110 (resnet20b...: projection shortcuts), resnet110sd, resnet152sd, densenet40, wrn-D-W "
+        "(e.g. wrn-34-10), resnet18, resnet50, inceptionv4, alexnet (default: mlp for vectors, cnn for images)",
     )
     parser.add_argument(
         "--num-classes",
@@ -456,9 +457,11 @@ def main(argv=None) -> int:
         with _native_stderr_hidden(verbose < 2), contextlib.redirect_stdout(sys.stderr):
             if hasattr(args, "methods"):
                 args.methods = _checked_methods(args)
+            import keras_ils_experiments  # noqa: F401  (registers the paper's networks and tfds:NAME datasets)
             from keras_ils.comparison.main_job import commands
+            from keras_ils_experiments.commands import benchmark
 
-            code, text = commands.execute(args)
+            code, text = commands.execute(args, benchmark=benchmark)
     except KeyboardInterrupt:
         print(f"keras-ils: interrupted; {_INTERRUPTED.get(args.command, 'nothing written')}", file=sys.stderr)
         return 130

@@ -37,8 +37,8 @@ import keras_ils
 from keras_ils import data
 from keras_ils.comparison.data import datasets
 from keras_ils.comparison.engine import training
-from keras_ils.experiments.zoo import models, recipes
 from keras_ils.teacher import TeacherLogits
+from keras_ils_experiments.zoo import models, recipes
 
 
 def synthetic_source(num_examples, num_classes, seed=0):

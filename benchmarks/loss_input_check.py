@@ -53,8 +53,8 @@ import numpy as np
 from keras import ops
 
 import keras_ils
-from keras_ils.experiments.zoo import models
 from keras_ils.losses import _common as loss_common
+from keras_ils_experiments.zoo import models
 
 
 class ExpOfLogSoftmax(keras.layers.Layer):

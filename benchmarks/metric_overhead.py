@@ -35,7 +35,7 @@ from keras import ops
 
 import keras_ils
 from keras_ils import data, metrics
-from keras_ils.experiments.zoo import models, recipes
+from keras_ils_experiments.zoo import models, recipes
 
 HOST_OPS = {"PyFunc", "EagerPyFunc", "PyFuncStateless", "Print", "PrintV2", "Assert"}
 
@@ -110,7 +110,7 @@ def benchmark(num_classes, args, weights_by_classes):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--model", default="resnet20", help="a name of keras_ils.experiments.zoo.models.build")
+    parser.add_argument("--model", default="resnet20", help="a name of keras_ils_experiments.zoo.models.build")
     parser.add_argument("--num-classes", default="10,100", help="comma-separated K values")
     parser.add_argument("--batch-size", type=int, default=None, help="default: the paper's (128 images, 32 MLP)")
     parser.add_argument("--batches", type=int, default=4, help="distinct batches cycled through")

@@ -50,7 +50,7 @@ from keras import ops
 import keras_ils
 from keras_ils import data
 from keras_ils.comparison.data import synthetic
-from keras_ils.experiments.zoo import models, recipes
+from keras_ils_experiments.zoo import models, recipes
 
 ILS = dict(method="ils", p1=0.9, p2=1.5, temperature=1.0)
 
@@ -295,7 +295,7 @@ def _utilisation(variants, steps):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument(
-        "--models", default="resnet20,mlp", help="comma-separated names of keras_ils.experiments.zoo.models.build"
+        "--models", default="resnet20,mlp", help="comma-separated names of keras_ils_experiments.zoo.models.build"
     )
     parser.add_argument("--num-classes", type=int, default=10, help="classes of the image models (CIFAR-10: 10)")
     parser.add_argument("--batch-size", type=int, default=None, help="default: the paper's (128 images, 32 MLP)")

@@ -28,7 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from keras_ils.comparison.engine import vectorised  # noqa: E402
-from keras_ils.experiments.synthetic_protocol import run  # noqa: E402
+from keras_ils_experiments.synthetic_protocol import run  # noqa: E402
 
 STAGES = {
     "train_mlps": ("vectorised.py", "train_mlps"),

@@ -12,7 +12,7 @@ most 500 epochs) on the same data and targets:
   update XLA-fused) and `whole-epoch XLA` (`jit_compile=True`); the line
   `auto picks` says which `jit_compile="auto"` takes on this machine;
 - `model.fit`: the ordinary Keras path, one model at a time
-  (`keras_ils.experiments.zoo.models.mlp`, `ILSLoss` on the package's teacher targets,
+  (`keras_ils_experiments.zoo.models.mlp`, `ILSLoss` on the package's teacher targets,
   `keras_ils.comparison.engine.training.fit` with the MLP recipe), for `--fit-models` of the
   same configurations (of the round's first replicate) spread over the grid.
 
@@ -40,13 +40,13 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_ils.calibration import temperature  # noqa: E402
+from keras_ils.comparison import networks  # noqa: E402
 from keras_ils.comparison.data import synthetic  # noqa: E402
 from keras_ils.comparison.engine import training, vectorised  # noqa: E402
-from keras_ils.experiments import synthetic_protocol  # noqa: E402
-from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 from keras_ils.losses import ILSLoss  # noqa: E402
 from keras_ils.metrics import NegativeLogLikelihood  # noqa: E402
 from keras_ils.targets import ils_targets, teacher_targets  # noqa: E402
+from keras_ils_experiments import synthetic_protocol  # noqa: E402
 
 
 def replicate(seed):
@@ -85,14 +85,14 @@ def run_model_fit(train, val, calibrated, configs, picks, seed):
     start, epochs = time.perf_counter(), 0
     for pick in picks:
         keras.utils.set_random_seed(seed)
-        model = models.mlp(3, (2,))
+        model = networks.mlp(3, (2,))
         model.compile(
             optimizer=keras.optimizers.Adam(1e-2),
             loss=ILSLoss(**configs[pick]),
             metrics=[NegativeLogLikelihood(from_logits=True)],
         )
         history = training.fit(
-            model, make(train.x, y_train), make(val.x, val.y), recipes.Recipe(), monitor="val_nll", seed=seed
+            model, make(train.x, y_train), make(val.x, val.y), networks.MLP_RECIPE, monitor="val_nll", seed=seed
         )
         epochs += len(history.history["loss"])
     return time.perf_counter() - start, len(picks), epochs

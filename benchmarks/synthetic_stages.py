@@ -20,7 +20,7 @@ from _common import machine
 
 from keras_ils.calibration import temperature
 from keras_ils.comparison.engine import vectorised
-from keras_ils.experiments.synthetic_protocol import ProtocolOptions, extras, run, scoring, stages
+from keras_ils_experiments.synthetic_protocol import ProtocolOptions, extras, run, scoring, stages
 
 # (label, module, function name): top-level stages of `run_replicates`, wrapped where their callers look them up
 TOP_LEVEL = (

@@ -12,8 +12,8 @@ import argparse
 import numpy as np
 from _common import interleaved, machine
 
-from keras_ils.experiments import synthetic_protocol
-from keras_ils.experiments.synthetic_protocol import stages
+from keras_ils_experiments import synthetic_protocol
+from keras_ils_experiments.synthetic_protocol import stages
 
 
 def main():

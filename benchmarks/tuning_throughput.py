@@ -31,9 +31,9 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_ils import compute_teacher_logits, tuning, with_teacher_targets  # noqa: E402
+from keras_ils.comparison import networks  # noqa: E402
 from keras_ils.comparison.data import datasets  # noqa: E402
 from keras_ils.comparison.engine import training  # noqa: E402
-from keras_ils.experiments.zoo import models  # noqa: E402
 
 VARIANTS = {
     "uncached, no early stop": dict(cache=False, patience=None, jit_compile=False),
@@ -58,7 +58,7 @@ def run_variant(settings, splits, teacher_logits, validation, trials, epochs, di
     train = train.shuffle(1024, seed=0).batch(32).prefetch(tf.data.AUTOTUNE)
 
     def build_model(hp):
-        model = models.mlp(3, (2,))
+        model = networks.mlp(3, (2,))
         model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=settings["jit_compile"])
         return model
 
@@ -87,7 +87,7 @@ def main(argv=None):
 
     splits = datasets.load_synthetic(seed=0, n_test=10)
     keras.utils.set_random_seed(0)
-    teacher = models.mlp(3, (2,))
+    teacher = networks.mlp(3, (2,))
     teacher.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")
     teacher.fit(*next(iter(splits.train.batch(150))), epochs=30, verbose=0)
     teacher_logits = compute_teacher_logits(teacher, splits.train)

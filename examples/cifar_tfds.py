@@ -32,8 +32,8 @@ import keras_ils  # noqa: E402
 from keras_ils import data  # noqa: E402
 from keras_ils.comparison.data import datasets  # noqa: E402
 from keras_ils.comparison.engine import training  # noqa: E402
-from keras_ils.experiments.zoo import models, recipes  # noqa: E402
 from keras_ils.teacher import OnlineTeacher, compute_teacher_logits  # noqa: E402
+from keras_ils_experiments.zoo import models, recipes  # noqa: E402
 
 
 def main(argv=None):

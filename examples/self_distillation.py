@@ -27,9 +27,10 @@ import tensorflow as tf  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import distillation  # noqa: E402
+from keras_ils.comparison import networks  # noqa: E402
 from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
 from keras_ils.comparison.engine import training  # noqa: E402
-from keras_ils.experiments.zoo import models, recipes  # noqa: E402
+from keras_ils_experiments.zoo import recipes  # noqa: E402
 
 PAPER = {  # paper appendix, self-distillation table: accuracy, cross-entropy, ECE, cwECE (authors' variant)
     "Bayes-optimal": (0.8192, 0.4451, 0.0137, 0.0338),
@@ -41,7 +42,7 @@ PAPER = {  # paper appendix, self-distillation table: accuracy, cross-entropy, E
 
 def train(loss, train_set, splits, recipe, seed):
     keras.utils.set_random_seed(seed)
-    model = models.mlp(synthetic.NUM_CLASSES, (2,))
+    model = networks.mlp(synthetic.NUM_CLASSES, (2,))
     model.compile(
         optimizer=recipe.build_optimizer(),
         loss=loss,

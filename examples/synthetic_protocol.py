@@ -16,7 +16,7 @@ best LS smoothing factor per bin of the teacher's true-class probability, the
 tuned ILS1 curve over it). The same as `keras-ils benchmark synthetic`.
 
 The authors' code's habits are options (`--preset authors` takes them all; see
-`keras_ils.experiments.synthetic_protocol.run_replicates`); the outputs also hold
+`keras_ils_experiments.synthetic_protocol.run_replicates`); the outputs also hold
 Table 1, Table 2 (self-distillation) and Fig. 2 (`prediction_histograms.png`).
 
 Run:  python examples/synthetic_protocol.py [--replicates 100] [--seed 0] [--output-dir DIR] [--quick]
@@ -30,7 +30,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from keras_ils.experiments import synthetic_protocol  # noqa: E402
+from keras_ils_experiments import synthetic_protocol  # noqa: E402
 
 
 def main(argv=None):

@@ -26,8 +26,8 @@ import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import metrics  # noqa: E402
+from keras_ils.comparison import networks  # noqa: E402
 from keras_ils.comparison.data import synthetic  # noqa: E402
-from keras_ils.experiments.zoo import models  # noqa: E402
 
 STUDENTS = {
     "No LS": dict(method="none"),
@@ -48,7 +48,7 @@ def evaluation_metrics():
 def train(loss, train_xy, val_xy, epochs, seed):
     """One MLP trained with Adam 1e-2, early stopping 10 on the hard-label val_nll, best epoch restored."""
     keras.utils.set_random_seed(seed)
-    model = models.mlp(synthetic.NUM_CLASSES, input_shape=(2,))
+    model = networks.mlp(synthetic.NUM_CLASSES, input_shape=(2,))
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss, metrics=evaluation_metrics())
     stop = keras.callbacks.EarlyStopping(monitor="val_nll", patience=10, restore_best_weights=True)
     model.fit(*train_xy, validation_data=val_xy, epochs=epochs, batch_size=32, callbacks=[stop], verbose=0)

@@ -28,9 +28,10 @@ import keras  # noqa: E402
 
 import keras_ils  # noqa: E402
 from keras_ils import tuning  # noqa: E402
+from keras_ils.comparison import networks  # noqa: E402
 from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
 from keras_ils.comparison.engine import training  # noqa: E402
-from keras_ils.experiments.zoo import models, recipes  # noqa: E402
+from keras_ils_experiments.zoo import recipes  # noqa: E402
 
 # Appendix table (tab:appendix-synthetic2), 100 replicates: accuracy, acc dense, acc sparse, CE, ECE, paper-cwECE.
 PAPER = {
@@ -43,7 +44,7 @@ PAPER = {
 
 def build_model(hp):
     """The student: the paper's MLP with Adam 1e-2; ILSHyperModel sets its loss per trial."""
-    model = models.mlp(synthetic.NUM_CLASSES, input_shape=(2,))
+    model = networks.mlp(synthetic.NUM_CLASSES, input_shape=(2,))
     model.compile(optimizer=keras.optimizers.Adam(1e-2), metrics=[keras_ils.metrics.TopLabelAccuracy(from_logits=True)])
     return model
 
@@ -77,7 +78,7 @@ def main(argv=None):
     calibrated_teacher = teacher(splits, validation, epochs, args.seed)
     teacher_logits = keras_ils.compute_teacher_logits(calibrated_teacher, splits.train)  # once, for every trial
     train = training.training_pipeline(
-        keras_ils.with_teacher_targets(splits.train, teacher_logits), recipes.Recipe(), seed=args.seed
+        keras_ils.with_teacher_targets(splits.train, teacher_logits), networks.MLP_RECIPE, seed=args.seed
     )
 
     rows = {}

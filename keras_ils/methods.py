@@ -2,7 +2,7 @@
 
 An entry (`Method`) says what the method is called, how to build its loss,
 which hyperparameters it tunes over which grids, whether its targets read a
-teacher, and whether the vectorised engine of `keras_ils.experiments` can
+teacher, and whether the vectorised engine of `keras_ils.comparison` can
 train it. The command's `--methods`, the main job, the engine, the KerasTuner
 hypermodel (`keras_ils.tuning`) and the paper-table runner read this registry;
 nothing else lists method names. Adding a method is one loss plus one
@@ -28,7 +28,7 @@ nothing else lists method names. Adding a method is one loss plus one
 
 The calibration losses after ILS (Focal to OLS) are the peers a user compares
 ILS with; their grids are their authors' (the same for `"paper"` and
-`"synthetic"`). The vectorised engine of `keras_ils.experiments` trains every
+`"synthetic"`). The vectorised engine of `keras_ils.comparison` trains every
 method whose loss has a functional form (`Method.engine`,
 `keras_ils.losses.functional_form`: all but BS_Soft and Beta,
 `ids(engine=False)`), through that form; in `model.fit`, OLS's loss needs its

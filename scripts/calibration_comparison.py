@@ -67,7 +67,7 @@ from keras_ils.comparison.engine import training  # noqa: E402
 from keras_ils.comparison.main_job import pipeline  # noqa: E402
 from keras_ils.comparison.main_job.config import CALIBRATORS, RunConfig  # noqa: E402
 from keras_ils.comparison.reporting import ranks  # noqa: E402
-from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
+from keras_ils_experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 
 SKLEARN_SETS = ("iris", "wine", "breast_cancer", "digits")
 DATASETS = (*SKLEARN_SETS, "synthetic")

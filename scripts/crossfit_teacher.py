@@ -52,8 +52,8 @@ from scipy import stats  # noqa: E402
 
 from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
 from keras_ils.comparison.engine import students  # noqa: E402
-from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 from keras_ils.targets import smoothing_factor  # noqa: E402
+from keras_ils_experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 
 PAIRS = ((0.8, 2.0), (0.9, 1.5))
 TEACHERS = {"in-sample": 1, "5-fold out of fold": 5}

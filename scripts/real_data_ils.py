@@ -54,7 +54,7 @@ from keras_ils import methods, plots  # noqa: E402
 from keras_ils.comparison.data import datasets  # noqa: E402
 from keras_ils.comparison.main_job import pipeline  # noqa: E402
 from keras_ils.comparison.main_job.config import RunConfig  # noqa: E402
-from keras_ils.experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
+from keras_ils_experiments.synthetic_protocol.statistics import sign_test  # noqa: E402
 
 SKLEARN_SETS = ("iris", "wine", "breast_cancer")
 DATASETS = (*SKLEARN_SETS, "synthetic")

@@ -1,6 +1,6 @@
 """The ablation of issue 15: the synthetic protocol under each of the authors' code habits, one run per variant.
 
-Each variant is `keras_ils.experiments.synthetic_protocol.run_replicates` with
+Each variant is `keras_ils_experiments.synthetic_protocol.run_replicates` with
 the keywords below (everything else the package's defaults) and writes
 `results/synthetic_ablation/<variant>/` with `write_outputs` (the table, every
 replicate's rows, Fig. 4, Table 2 and Fig. 2), plus `run.json`: the git commit
@@ -21,7 +21,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from keras_ils.experiments import synthetic_protocol  # noqa: E402
+from keras_ils_experiments import synthetic_protocol  # noqa: E402
 
 VARIANTS = {
     "package": {},
@@ -103,7 +103,7 @@ def main(argv=None):
 
 def write_table():
     """`results/synthetic_ablation/ablation.md`: every variant present, in `VARIANTS`' order."""
-    from keras_ils.experiments.synthetic_protocol import ablation
+    from keras_ils_experiments.synthetic_protocol import ablation
 
     runs = {}
     for name in VARIANTS:

@@ -378,14 +378,14 @@ def test_unknown_calibrator_is_a_usage_error_naming_them_all(capsys):
 
 
 def test_the_parsers_synthetic_options_are_the_protocols():
-    from keras_ils.experiments.synthetic_protocol import run
+    from keras_ils_experiments.synthetic_protocol import run
 
     assert cli.SYNTHETIC_PRESETS == tuple(run.PRESETS) and cli.TEACHER_GRIDS == run.TEACHER_GRIDS
     assert cli.SMOOTHING_MASSES == run.SMOOTHING_MASSES and cli.VALIDATION_LOSSES == run.VALIDATION_LOSSES
 
 
 def test_the_model_help_names_every_network():
-    from keras_ils.experiments.zoo import models
+    from keras_ils_experiments.zoo import models
 
     model_help = next(
         a.help

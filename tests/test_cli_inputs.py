@@ -119,7 +119,7 @@ def test_bad_number_flags(tmp_path, capsys, no_training, command, flags, message
     ],
 )
 def test_bad_number_flags_of_tune_and_benchmark(tmp_path, capsys, monkeypatch, no_training, argv, message):
-    from keras_ils.experiments import synthetic_protocol
+    from keras_ils_experiments import synthetic_protocol
 
     monkeypatch.setattr(synthetic_protocol, "run_replicates", lambda *a, **k: pytest.fail("trained"))
     assert message in _error_line(tmp_path, capsys, argv)
@@ -150,7 +150,7 @@ def test_default_validation_fraction_is_20_percent():
 
 
 def test_benchmark_with_an_unwritable_output_directory_fails_before_training(capsys, monkeypatch):
-    from keras_ils.experiments import synthetic_protocol
+    from keras_ils_experiments import synthetic_protocol
 
     monkeypatch.setattr(synthetic_protocol, "run_replicates", lambda *a, **k: pytest.fail("trained"))
     assert cli.main(["benchmark", "synthetic", "--quick", "--output-dir", "/proc/keras-ils-test/out"]) == 2

@@ -28,11 +28,11 @@ NOT_IN_A_MODEL = {
 def _registered() -> dict:
     """`{class name: class}` of every library object registered under the package (aliases once).
 
-    The experiments' own layers (`keras_ils.experiments.zoo`) register when that package is imported.
+    The experiments' own layers (`keras_ils_experiments.zoo`) register when that package is imported.
     """
     classes = {}
     for key, obj in keras.saving.get_custom_objects().items():
-        library = not obj.__module__.startswith("keras_ils.experiments")
+        library = not obj.__module__.startswith("keras_ils_experiments")
         if key.startswith("keras_ils>") and inspect.isclass(obj) and library:
             classes.setdefault(obj.__name__, obj)
     return classes

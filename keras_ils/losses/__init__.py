@@ -23,7 +23,7 @@ in `keras_ils.distillation`.
 (MMCE's, MDCA's penalty), targets made once from `y_true` (ILS's), settings
 learned once an epoch (OLS's soft labels, `EpochState`). The functions
 broadcast over a leading models axis (`y_pred` `[M, batch, K]`, settings
-`[M, 1, 1]`), which is how the vectorised engine of `keras_ils.experiments`
+`[M, 1, 1]`), which is how the vectorised engine of `keras_ils.comparison`
 trains many models' losses at once with this package's code, and any
 `keras.losses.LossFunctionWrapper`'s.
 

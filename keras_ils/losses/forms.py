@@ -1,7 +1,7 @@
 """A loss as plain functions of a batch: what a trainer of many models at once evaluates (`functional_form`).
 
 A Keras loss object computes one model's loss. A trainer that steps many
-models side by side (the vectorised engine of `keras_ils.experiments`: a
+models side by side (the vectorised engine of `keras_ils.comparison`: a
 leading models axis, `y_pred` `[M, batch, K]`) needs the function behind it,
 its settings, and the parts that are not a mean over examples. A loss's
 `FunctionalForm` says so, and `functional_form(loss)` finds it:

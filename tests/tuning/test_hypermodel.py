@@ -9,14 +9,14 @@ from scipy.special import log_softmax
 
 from keras_ils import ILSLoss, TemperatureScaling, compute_teacher_logits, tuning
 from keras_ils import metrics as ils_metrics
+from keras_ils.comparison import networks
 from keras_ils.comparison.data import datasets
 from keras_ils.comparison.engine import training
 from keras_ils.data import with_teacher_targets
-from keras_ils.experiments.zoo import models
 
 
 def _build_model(hp=None, outputs=3, compiled=True, metrics=None):
-    model = models.mlp(outputs, (2,), hidden_layers=2, units=16)
+    model = networks.mlp(outputs, (2,), hidden_layers=2, units=16)
     if compiled:
         model.compile(optimizer=keras.optimizers.Adam(1e-2), metrics=metrics)
     return model
@@ -46,7 +46,7 @@ def synthetic():
         [keras.Input((2,)), counter, keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)]
     )
     teacher_logits = compute_teacher_logits(teacher, splits.train)
-    train = training.training_pipeline(with_teacher_targets(splits.train, teacher_logits), training.Recipe(), seed=0)
+    train = training.training_pipeline(with_teacher_targets(splits.train, teacher_logits), networks.Recipe(), seed=0)
     return splits, train, training.evaluation_pipeline(splits.validation), counter
 
 
@@ -270,7 +270,7 @@ class TestReproducibleTrials:
         splits, _, validation, _ = synthetic
         teacher_logits = compute_teacher_logits(_build_model(compiled=False), splits.train)
         make_train = lambda: training.training_pipeline(  # noqa: E731
-            with_teacher_targets(splits.train, teacher_logits), training.Recipe(), seed=0
+            with_teacher_targets(splits.train, teacher_logits), networks.Recipe(), seed=0
         )
         space = {"epsilon": [0.05, 0.2]}
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_ils import tuning
-from keras_ils.experiments.zoo import models
+from keras_ils.comparison import networks
 from keras_ils.tuning import tuners
 
 JOB = os.path.join(os.path.dirname(__file__), "tuning_job.py")
@@ -30,7 +30,7 @@ NAMESAKES = [
 
 
 def _build_model(hp=None):
-    model = models.mlp(3, (2,), hidden_layers=2, units=16)
+    model = networks.mlp(3, (2,), hidden_layers=2, units=16)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     return model
 

@@ -40,16 +40,16 @@ def main(argv=None):
     import tensorflow as tf
 
     from keras_ils import compute_teacher_logits, tuning, with_teacher_targets
+    from keras_ils.comparison import networks
     from keras_ils.comparison.data import datasets
     from keras_ils.comparison.engine import training
-    from keras_ils.experiments.zoo import models
 
     tf.config.experimental.enable_op_determinism()
     splits = datasets.load_synthetic(seed=0, n_test=10)
     keras.utils.set_random_seed(1)
-    teacher = models.mlp(3, (2,), hidden_layers=1, units=8)
+    teacher = networks.mlp(3, (2,), hidden_layers=1, units=8)
     teacher_logits = compute_teacher_logits(teacher, splits.train)
-    train = training.training_pipeline(with_teacher_targets(splits.train, teacher_logits), training.Recipe(), seed=0)
+    train = training.training_pipeline(with_teacher_targets(splits.train, teacher_logits), networks.Recipe(), seed=0)
 
     class LoggedHyperModel(tuning.ILSHyperModel):
         def fit(self, hp, model, *fit_args, **fit_kwargs):
@@ -58,7 +58,7 @@ def main(argv=None):
             return super().fit(hp, model, *fit_args, **fit_kwargs)
 
     def build_model(hp):
-        model = models.mlp(3, (2,), hidden_layers=2, units=16)
+        model = networks.mlp(3, (2,), hidden_layers=2, units=16)
         model.compile(optimizer=keras.optimizers.Adam(1e-2))
         return model
 

@@ -43,7 +43,23 @@ from keras_ils.comparison.data.splits import (
     check_num_classes,
 )
 from keras_ils.comparison.data.tabular import table_splits
-from keras_ils.comparison.data.tfds_loader import load_tfds
+
+# datasets named `PREFIX:NAME`, by prefix; `register_source` adds one (`import keras_ils_experiments` adds `tfds`,
+# tensorflow-datasets' catalogue)
+_SOURCES = {}
+
+
+def register_source(prefix: str, loader) -> None:
+    """Makes `load("PREFIX:NAME", ...)` call `loader(NAME, **settings)`, for a catalogue of datasets by name.
+
+    `loader` takes the name and the keywords `data_dir`, `validation_fraction`, `num_classes`,
+    `validation_size` and `train_splits`, and returns `Splits`.
+    """
+    if not (isinstance(prefix, str) and prefix.isidentifier()) or not callable(loader):
+        raise TypeError(
+            f"`register_source` takes a prefix (an identifier) and a function. Received: {prefix!r}, {loader!r}"
+        )
+    _SOURCES[prefix] = loader
 
 
 def load_synthetic(seed: int = 0, n_train: int = 50, n_validation: int = 50, n_test: int = 5000) -> Splits:
@@ -105,7 +121,8 @@ def load(
     """
     check_num_classes(num_classes)
     _check_target(spec, target)
-    if not spec.startswith("tfds:") and (validation_size is not None or tuple(train_splits) != ("train",)):
+    prefix, colon, name = spec.partition(":")
+    if not colon and (validation_size is not None or tuple(train_splits) != ("train",)):
         raise ValueError(
             f"`validation_size` and `train_splits` apply to tfds datasets only. Received: validation_size="
             f"{validation_size!r}, train_splits={train_splits!r} for dataset {spec!r}"
@@ -114,9 +131,14 @@ def load(
         check_fraction(validation_fraction)
         check_known_classes("the synthetic task", synthetic.NUM_CLASSES, num_classes)
         return load_synthetic(seed=seed)
-    if spec.startswith("tfds:"):
-        return load_tfds(
-            spec[5:],
+    if colon and prefix == "tfds" and prefix not in _SOURCES:
+        raise ValueError(
+            f"tfds datasets come with the paper's machinery: install `keras-ils[experiments]` (it brings "
+            f"tensorflow-datasets) and `import keras_ils_experiments` (the command does). Received: dataset={spec!r}"
+        )
+    if colon and prefix in _SOURCES:
+        return _SOURCES[prefix](
+            name,
             data_dir=data_dir,
             validation_fraction=validation_fraction,
             num_classes=num_classes,
@@ -144,6 +166,6 @@ __all__ = [
     "load",
     "load_npz",
     "load_synthetic",
-    "load_tfds",
+    "register_source",
     "table_splits",
 ]

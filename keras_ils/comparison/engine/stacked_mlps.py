@@ -1,7 +1,7 @@
 """Stacked MLPs: weights with a leading model axis, their initialisation, batch orders and logits.
 
 Every network is a row of stacked weights (`[models, in, out]` kernels,
-`[models, out]` biases) of `keras_ils.experiments.zoo.models.mlp`'s
+`[models, out]` biases) of `keras_ils.comparison.networks.mlp`'s
 architecture; `keras_ils.comparison.engine.vectorised.train_mlps` trains them.
 """
 
@@ -14,7 +14,7 @@ from keras_ils._checks import integer_at_least
 
 
 def layer_sizes(input_dim: int, num_classes: int, hidden_layers: int = 5, units: int = 64) -> list:
-    """`[(in, out), ...]` of `keras_ils.experiments.zoo.models.mlp(num_classes, (input_dim,), hidden_layers, units)`.
+    """`[(in, out), ...]` of `keras_ils.comparison.networks.mlp(num_classes, (input_dim,), hidden_layers, units)`.
 
     Example:
 
@@ -38,7 +38,7 @@ def initial_weights(
       zero biases.
     - `"pytorch"`: `torch.nn.Linear`'s defaults, kernels and biases uniform in
       `[-1/sqrt(fan_in), 1/sqrt(fan_in)]` (the paper's authors trained with
-      PyTorch); for comparing with the paper, not what `keras_ils.experiments.zoo.models.mlp`
+      PyTorch); for comparing with the paper, not what `keras_ils.comparison.networks.mlp`
       starts from.
 
     Returns:

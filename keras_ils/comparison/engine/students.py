@@ -54,9 +54,9 @@ import numpy as np
 from keras_ils import baselines, calibration, methods
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils.calibration import ESTIMATORS, fit_calibrator, temperature
+from keras_ils.comparison import networks
 from keras_ils.comparison.engine import cross_fit, stacked_losses, vectorised
 from keras_ils.comparison.engine.cross_fit import fold_rows
-from keras_ils.experiments.zoo import models
 
 __all__ = [
     "POOL_SIZE",
@@ -177,9 +177,9 @@ class StudentSearch:
         return vectorised.mlp_logits([(k[index : index + 1], b[index : index + 1]) for k, b in self.weights], x)[0]
 
     def keras_model(self, index: int):
-        """Candidate `index` as a Keras model (`keras_ils.experiments.zoo.models.mlp`) holding its weights."""
+        """Candidate `index` as a Keras model (`keras_ils.comparison.networks.mlp`) holding its weights."""
         kernel = self.weights[0][0]
-        model = models.mlp(self.weights[-1][0].shape[-1], (kernel.shape[1],), self.hidden_layers, self.units)
+        model = networks.mlp(self.weights[-1][0].shape[-1], (kernel.shape[1],), self.hidden_layers, self.units)
         model.set_weights([np.asarray(w[index]) for pair in self.weights for w in pair])
         return model
 

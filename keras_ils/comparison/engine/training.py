@@ -1,14 +1,12 @@
-"""One `fit` that trains a Keras model by a recipe of `keras_ils.experiments.zoo.recipes`, with Keras callbacks.
+"""One `fit` that trains a Keras model by a `Recipe` (`keras_ils.comparison.networks`), with Keras callbacks.
 
-`Recipe` and `recipe_for` are re-exported here from
-`keras_ils.experiments.zoo.recipes`, beside the `fit` that takes them.
 Random crop and flip augment CIFAR only (`augment_cifar`, when the recipe
 says `augment`).
 
 The best validation epoch (lowest hard-label cross-entropy, `monitor`) is
 always restored. Weight decay (`Recipe.weight_decay`) is the model's, not the
 optimizer's: coupled L2 on the kernels, as PyTorch's SGD applies it, put there
-by `models.build(..., weight_decay=recipe.weight_decay)`; it never enters the
+by `networks.build(..., weight_decay=recipe.weight_decay)`; it never enters the
 monitored `val_nll`.
 """
 
@@ -17,7 +15,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from keras_ils.experiments.zoo.recipes import Recipe, recipe_for  # noqa: F401  (re-exported beside fit)
+from keras_ils.comparison.networks import Recipe
 
 
 def augment_cifar(x, y):
@@ -54,7 +52,7 @@ def fit(
     """Trains a compiled `model` by `recipe`; returns the Keras `History`.
 
     `recipe.weight_decay` is not applied here: build the model with it
-    (`models.build(name, num_classes, input_shape, weight_decay=recipe.weight_decay)`).
+    (`networks.build(name, num_classes, input_shape, weight_decay=recipe.weight_decay)`).
     The epoch with the lowest `monitor` is restored. Monitor a hard-label
     cross-entropy: `val_loss` of `ILSLoss` on sparse labels is one, except for
     `method="ls"` (label-smoothed) and the bootstrap baseline; compiling with
@@ -81,4 +79,4 @@ def fit(
     )
 
 
-__all__ = ["Recipe", "augment_cifar", "evaluation_pipeline", "fit", "recipe_for", "training_pipeline"]
+__all__ = ["augment_cifar", "evaluation_pipeline", "fit", "training_pipeline"]

@@ -7,10 +7,10 @@ stacked weights (`[models, in, out]` kernels, `[models, out]` biases) and a
 whole epoch of all of them is one compiled TensorFlow function of batched
 matrix products.
 
-The training is the package's MLP recipe (`keras_ils.experiments.zoo.recipes.Recipe()`),
+The training is the package's MLP recipe (`keras_ils.comparison.networks.MLP_RECIPE`),
 reproduced exactly per model:
 
-- `keras_ils.experiments.zoo.models.mlp` architecture; Keras' initialisation (Glorot-uniform
+- `keras_ils.comparison.networks.mlp` architecture; Keras' initialisation (Glorot-uniform
   kernels, zero biases), drawn with numpy from the model's seed;
 - cross-entropy against fixed soft targets (compute them once with
   `keras_ils.targets.ils_targets`: ILS targets do not depend on the student),

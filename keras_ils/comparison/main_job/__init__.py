@@ -1,4 +1,4 @@
-"""The main job: the whole method on one dataset (`keras-ils run` / `tune`), and the paper-table runner.
+"""The main job: the whole method on one dataset (`keras-ils run` / `tune`).
 
 `run(splits, config)` and `tune(splits, config)` take the data
 (`keras_ils.comparison.data.datasets.load`) and one frozen `RunConfig`; the
@@ -12,8 +12,7 @@ methods are the `keras_ils.methods` registry's. The modules, one concern each:
 - `resume`: the search directory's settings and the kept single-fit students;
 - `fitting`: one network built, trained, calibrated, saved; a method's loss and data;
 - `report` and `progress`: the rows scored and written, the progress lines;
-- `commands`: what each `keras-ils` command does once its arguments are parsed;
-- `paper_tables`: Table 3 and the distillation table, one resumable command each.
+- `commands`: what `keras-ils run`, `tune` and `methods` do once their arguments are parsed.
 
 The results' tables and files are in `keras_ils.comparison.reporting`.
 """

@@ -1,6 +1,7 @@
 """What each `keras-ils` command does once its arguments are parsed (`keras_ils_cli` parses them, importing no
-TensorFlow): `run`, `tune`, `methods` and `benchmark`, each taking argparse's namespace and returning the text
-printed on stdout (progress and messages go through `print`, which the command line points at stderr).
+TensorFlow): `run`, `tune` and `methods`, each taking argparse's namespace and returning the text printed on stdout
+(progress and messages go through `print`, which the command line points at stderr); `execute` runs one, or one the
+command line adds (`benchmark`, from `keras_ils_experiments.commands`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 import sys
 import warnings
 
-__all__ = ["benchmark", "execute", "methods", "run", "tune"]
+__all__ = ["execute", "methods", "run", "tune"]
 
 
 def _strategy(name):
@@ -200,69 +201,6 @@ def methods(args) -> str:
     return "\n".join([*_columns(rows), "", note, "", *_calibrators_table()])
 
 
-def benchmark(args) -> str:
-    import shlex
-
-    from keras_ils._files import check_writable
-    from keras_ils.experiments import synthetic_protocol
-
-    output_dir = args.output_dir or os.path.join("runs", f"benchmark-{args.experiment}-seed{args.seed}")
-    check_writable(output_dir)  # fail before hours of training
-    if args.experiment == "paper":
-        return _paper_command(args, output_dir)
-    settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}
-    options = synthetic_protocol.ProtocolOptions(
-        replicates=args.replicates,
-        seed=args.seed,
-        preset=args.preset,
-        init=args.init,
-        shared_seeds=args.shared_seeds,
-        temperature_estimator=args.temperature_fit,
-        teacher_grid=args.teacher_grid,
-        batch_size=args.batch_size,
-        weight_decay=args.weight_decay,
-        smoothing_mass=args.smoothing_mass,
-        validation_loss=args.validation_loss,
-        **settings,
-    )
-    results = synthetic_protocol.run_replicates(options)
-    command = args.argv or "keras-ils " + shlex.join(sys.argv[1:])
-    synthetic_protocol.write_outputs(results, output_dir, command)
-    print(f"Results written to {output_dir}/ (synthetic_protocol.json, synthetic_protocol.md, best_smoothing_*.png)")
-    with open(os.path.join(output_dir, "synthetic_protocol.md")) as file:
-        return file.read()
-
-
-def _paper_command(args, output_dir) -> str:
-    import shlex
-
-    from keras_ils.comparison.main_job import paper_tables
-    from keras_ils.comparison.reporting import ranked_tables
-
-    pairs = paper_tables.pairs_for(args.table, args.datasets, args.models)
-    settings = paper_tables.TableSettings(
-        search=args.search,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        data_dir=args.data_dir,
-        validation_fraction=args.validation_fraction,
-        temperature_estimator=args.temperature_fit or "map",
-        verbose=args.verbose,
-        log=print,
-    )
-    summary = paper_tables.run_table(
-        args.table,
-        pairs,
-        settings,
-        seeds=range(args.seed, args.seed + args.seeds),
-        output_dir=output_dir,
-        command=args.argv or "keras-ils " + shlex.join(sys.argv[1:]),
-    )
-    name = "table3" if args.table == "3" else "distillation"
-    print(f"Results written to {output_dir}/ ({name}.md, {name}.json, cd_{name}_*.png, runs/)")
-    return ranked_tables.format_markdown(summary)
-
-
 # Number flags checked after parsing (argparse's own errors print the usage too): (flag, expected, test).
 _NUMBER_FLAGS = (
     ("epochs", "an integer >= 1", lambda v: v >= 1),
@@ -340,15 +278,16 @@ class _WarningLines:
                   file=self.stream)  # fmt: skip
 
 
-def execute(args) -> tuple[int, str]:
-    """`(exit code, table)`: the command run, its errors as one `keras-ils: error:` line each."""
+def execute(args, **more_commands) -> tuple[int, str]:
+    """`(exit code, table)`: the command run (`run`, `tune`, `methods`, or one of `more_commands`, a function of
+    the arguments each), its errors as one `keras-ils: error:` line each."""
     import absl.logging
     import tensorflow as tf
 
     if getattr(args, "verbose", 0) < 2:  # TensorFlow's Python logging too (e.g. retracing notices)
         absl.logging.set_verbosity(absl.logging.ERROR)
         tf.get_logger().setLevel("ERROR")
-    commands = {"run": run, "tune": tune, "benchmark": benchmark, "methods": methods}
+    commands = {"run": run, "tune": tune, "methods": methods, **more_commands}
     lines = _WarningLines(sys.stderr)
     try:
         _check_arguments(args)

@@ -17,7 +17,7 @@ from keras_ils import methods
 from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.calibration import ESTIMATORS
 from keras_ils.comparison.engine import students
-from keras_ils.comparison.engine.training import Recipe
+from keras_ils.comparison.networks import CUSTOM_RECIPE
 
 __all__ = [
     "CALIBRATORS",
@@ -62,9 +62,6 @@ CALIBRATORS = {
     "venn_abers": "Venn-Abers",
 }
 
-# how a `build_model` network trains unless `RunConfig.recipe` says otherwise: Keras' default Adam, early stopping
-# on the validation NLL (the best epoch restored), so `epochs` is a ceiling rather than a schedule
-CUSTOM_RECIPE = Recipe(optimizer="adam", learning_rate=1e-3, epochs=200, batch_size=32, patience=10)
 
 SEARCHES = ("budget", "full")  # run's KerasTuner search for models the vectorised engine cannot train
 ENGINES = ("auto", "keras-tuner")  # tune's
@@ -87,8 +84,8 @@ class RunConfig:
     """What one `run` or `tune` does, apart from the data: the methods, the search, the training, the outputs.
 
     Attributes:
-        model_name: a name for `keras_ils.experiments.zoo.models.build`.
-            Defaults to `None`: `"mlp"` for vectors, `"resnet20"` for images
+        model_name: a registered network name (`keras_ils.comparison.networks`).
+            Defaults to `None`: `"mlp"` for vectors, `"cnn"` for images
             (with `build_model`: the name the results give the network,
             default the builder's `__name__`).
         build_model: your network instead of a named one: a function
@@ -113,9 +110,9 @@ class RunConfig:
             `"budget"` (KerasTuner's Hyperband) or `"full"` (the whole grid).
         search_space: `"paper"`, `"synthetic"` or `{hyperparameter: values}`.
             Defaults to `None`: `"synthetic"` on the synthetic task, else `"paper"`.
-        recipe: a `keras_ils.comparison.engine.training.Recipe`. Defaults to
-            `None`: `training.recipe_for(model_name, dataset, epochs=epochs,
-            batch_size=batch_size)`, the paper's recipe.
+        recipe: a `keras_ils.comparison.networks.Recipe`. Defaults to
+            `None`: `networks.recipe_for(model_name, dataset, epochs=epochs,
+            batch_size=batch_size)`, the network's recipe.
         epochs, batch_size: replace the default recipe's (`None`: the paper's).
         strategy: a `tf.distribute` strategy. Defaults to `None`: the current one.
         seed: seeds model initialisation, shuffling and KerasTuner's oracle.
@@ -215,11 +212,11 @@ methods=('mixup',)
             )
 
     def model_for(self, splits) -> str:
-        """The network's name for these data: `model_name`, else the builder's name, else `"resnet20"` for images
+        """The network's name for these data: `model_name`, else the builder's name, else `"cnn"` for images
         and `"mlp"` for vectors."""
         if self.model_name:
             return self.model_name
         if self.build_model is not None:
             name = getattr(self.build_model, "__name__", "")
             return name if name.isidentifier() else "custom"
-        return "resnet20" if splits.is_image else "mlp"
+        return "cnn" if splits.is_image else "mlp"

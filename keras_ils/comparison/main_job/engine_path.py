@@ -16,6 +16,7 @@ import numpy as np
 
 from keras_ils import methods
 from keras_ils.calibration import fit_calibrator
+from keras_ils.comparison import networks
 from keras_ils.comparison.engine import students, vectorised
 from keras_ils.comparison.main_job.fitting import Setup, scaled, warnings_of
 from keras_ils.comparison.main_job.keras_path import (
@@ -29,7 +30,6 @@ from keras_ils.comparison.main_job.keras_path import (
     train_student,
 )
 from keras_ils.comparison.main_job.report import Report, record_calibrated, record_student
-from keras_ils.experiments.zoo import models
 from keras_ils.teacher import TeacherLogits, compute_teacher_logits
 
 __all__ = ["record_engine_method", "run_engine", "search_settings"]
@@ -44,7 +44,7 @@ def _arrays(dataset):
 def search_settings(setup: Setup, searched) -> students.SearchSettings:
     """The engine's settings for `searched` methods from the run's: the grids, the fixed values, the MLP recipe."""
     config = setup.config
-    hidden_layers, units = models.mlp_shape(config.model_name)
+    hidden_layers, units = networks.mlp_shape(config.model_name)
     recipe = config.recipe
     training = vectorised.MLPTraining(
         learning_rate=recipe.learning_rate,

@@ -21,9 +21,9 @@ import tensorflow as tf
 from keras_ils import baselines, data, methods
 from keras_ils import metrics as _metrics
 from keras_ils.calibration import TemperatureScaling, calibrate
+from keras_ils.comparison import networks
 from keras_ils.comparison.engine import students, training
-from keras_ils.comparison.main_job.config import CUSTOM_RECIPE, RunConfig, default_hyperparameters
-from keras_ils.experiments.zoo import models
+from keras_ils.comparison.main_job.config import RunConfig, default_hyperparameters
 
 __all__ = [
     "TRAINING_SETS",
@@ -71,13 +71,13 @@ class Setup:
         if directory is None and config.output_dir is not None:
             directory = os.path.join(config.output_dir, "search")
         model_name = config.model_for(splits)
+        overrides = {"epochs": config.epochs, "batch_size": config.batch_size}
         if config.recipe is not None:
             recipe = config.recipe
         elif config.build_model is not None:
-            overrides = {"epochs": config.epochs, "batch_size": config.batch_size}
-            recipe = dataclasses.replace(CUSTOM_RECIPE, **{k: v for k, v in overrides.items() if v is not None})
+            recipe = networks.overridden(networks.CUSTOM_RECIPE, **overrides)
         else:
-            recipe = training.recipe_for(model_name, splits.name, epochs=config.epochs, batch_size=config.batch_size)
+            recipe = networks.recipe_for(model_name, splits.name, **overrides)
         config = dataclasses.replace(
             config,
             model_name=model_name,
@@ -117,7 +117,7 @@ def uses_engine(setup: Setup) -> bool:
     return (
         setup.config.build_model is None
         and keras.backend.backend() == "tensorflow"
-        and models.mlp_shape(setup.config.model_name) is not None
+        and networks.mlp_shape(setup.config.model_name) is not None
         and len(setup.splits.input_shape) == 1
         and recipe.optimizer == "adam"
         and not recipe.weight_decay
@@ -214,7 +214,7 @@ def network(config: RunConfig, splits):
     recipe's weight decay on its kernels."""
     if config.build_model is not None:
         return config.build_model(splits.num_classes)
-    return models.build(config.model_name, splits.num_classes, splits.input_shape, config.recipe.weight_decay)
+    return networks.build(config.model_name, splits.num_classes, splits.input_shape, config.recipe.weight_decay)
 
 
 def train_model(
@@ -224,11 +224,11 @@ def train_model(
 
     Args:
         splits: a `keras_ils.comparison.data.datasets.Splits` (its validation split is monitored).
-        model_name: a name for `keras_ils.experiments.zoo.models.build`.
+        model_name: a registered network name (`keras_ils.comparison.networks.build`).
         loss: the Keras loss, e.g. `keras_ils.ILSLoss(method="ls", epsilon=0.1)` or
             `keras_ils.distillation.DistillationCrossEntropy()`.
         train_set: unbatched `(x, y)` (or `(x, (y, teacher_logits))`) training dataset matching `loss`.
-        recipe: training recipe; defaults to `training.recipe_for(model_name, splits.name)`.
+        recipe: training recipe; defaults to `networks.recipe_for(model_name, splits.name)`.
         seed: seeds the initial weights and the shuffling.
         strategy: a `tf.distribute` strategy; defaults to the current one.
         verbose: Keras `fit` verbosity.

@@ -19,6 +19,7 @@ import keras
 
 from keras_ils import _outputs, methods, tuning
 from keras_ils._files import staged_directory
+from keras_ils.comparison import networks
 from keras_ils.comparison.engine import students
 from keras_ils.comparison.main_job import engine_path, keras_path
 from keras_ils.comparison.main_job.budget import fixed_space, planned_fits
@@ -27,7 +28,6 @@ from keras_ils.comparison.main_job.fitting import TRAINING_SETS, Setup, keras_tu
 from keras_ils.comparison.main_job.progress import Progress
 from keras_ils.comparison.main_job.report import Report, record_student
 from keras_ils.comparison.main_job.resume import same_search_settings
-from keras_ils.experiments.zoo import models
 from keras_ils.teacher import check_cache_data, compute_teacher_logits
 
 __all__ = ["check_tune", "run", "tune"]
@@ -87,7 +87,7 @@ def _check_model(setup):
     if config.build_model is not None:
         return _check_built_model(config.build_model, splits)
     try:
-        models.build(config.model_name, splits.num_classes, splits.input_shape)
+        networks.build(config.model_name, splits.num_classes, splits.input_shape)
     except (ValueError, TypeError) as error:
         raise ValueError(
             f"Invalid value for argument `--model` (model). {config.model_name!r} cannot take {splits.name}'s "

@@ -1,1 +1,1 @@
-"""Reporting: average ranks, the Friedman test, critical differences and CD diagrams; the paper's printed tables."""
+"""Reporting: the results' tables and files, the seeds' summary, the paired verdict; ranks and the Friedman test."""

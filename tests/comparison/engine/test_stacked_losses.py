@@ -12,9 +12,9 @@ import pytest
 import tensorflow as tf
 
 from keras_ils import baselines, methods
+from keras_ils.comparison import networks
 from keras_ils.comparison.data import synthetic
 from keras_ils.comparison.engine import stacked_losses, vectorised
-from keras_ils.experiments.zoo import models
 from keras_ils.losses import FocalLoss, MMCELoss, OnlineLabelSmoothing
 from keras_ils.metrics import NegativeLogLikelihood
 
@@ -146,7 +146,7 @@ def fit_reference():
     weights = vectorised.initial_weights(_SEEDS, 2, 3, hidden_layers=2, units=16)
     fits = []
     for row, ((method, hyperparameters), seed) in enumerate(zip(_TRAINED, _SEEDS, strict=True)):
-        model = models.mlp(3, (2,), hidden_layers=2, units=16)
+        model = networks.mlp(3, (2,), hidden_layers=2, units=16)
         model.set_weights([np.asarray(w[row]) for pair in weights for w in pair])
         loss = methods.get(method).loss(3, **hyperparameters)
         model.compile(

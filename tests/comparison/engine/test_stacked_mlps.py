@@ -2,12 +2,12 @@ import keras
 import numpy as np
 import pytest
 
+from keras_ils.comparison import networks
 from keras_ils.comparison.engine import stacked_mlps
-from keras_ils.experiments.zoo import models
 
 
 def _keras_mlp(weights, row, **model_args):
-    model = models.mlp(3, (2,), **model_args)
+    model = networks.mlp(3, (2,), **model_args)
     model.set_weights([np.asarray(w[row]) for pair in weights for w in pair])
     return model
 

@@ -6,10 +6,10 @@ import scipy.stats
 import tensorflow as tf
 
 from keras_ils import baselines
+from keras_ils.comparison import networks
 from keras_ils.comparison.data import synthetic
 from keras_ils.comparison.engine import students, vectorised
 from keras_ils.distillation import DistillationCrossEntropy
-from keras_ils.experiments.zoo import models
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import teacher_targets
@@ -110,7 +110,7 @@ def test_each_candidate_is_model_fit_with_the_packages_keras_loss(search, index)
     else:  # cLS: ILS2's split with a per-class teacher row
         rows = baselines.class_similarity_logits((x, y), 3)[y]
         loss, y_fit = ILSLoss(method="ils2", **hp), np.asarray(teacher_targets(y, rows))
-    model = models.mlp(3, (2,), SEARCH["hidden_layers"], SEARCH["units"])
+    model = networks.mlp(3, (2,), SEARCH["hidden_layers"], SEARCH["units"])
     model.set_weights([w[0] for pair in vectorised.initial_weights([SEARCH["seed"]], 2, 3, 2, 16) for w in pair])
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss, metrics=[NegativeLogLikelihood(from_logits=True)])
     epochs = SEARCH["epochs"]

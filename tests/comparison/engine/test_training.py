@@ -1,8 +1,8 @@
 import numpy as np
 import tensorflow as tf
 
+from keras_ils.comparison import networks
 from keras_ils.comparison.engine import training
-from keras_ils.experiments.zoo import recipes
 
 
 def test_augmentation_keeps_shape_and_content():
@@ -16,14 +16,10 @@ def test_augmentation_keeps_shape_and_content():
 def test_training_pipeline_batches_and_augments_by_the_recipe():
     x = np.arange(5 * 4 * 4 * 1, dtype=np.float32).reshape(5, 4, 4, 1)
     dataset = tf.data.Dataset.from_tensor_slices((x, np.arange(5)))
-    plain = list(training.training_pipeline(dataset, recipes.Recipe(batch_size=2), seed=0))
+    plain = list(training.training_pipeline(dataset, networks.Recipe(batch_size=2), seed=0))
     assert [len(y) for _, y in plain] == [2, 2, 1]
     # shuffled, never augmented: the same images, each with its own label
     seen = {int(label): image for xs, ys in plain for image, label in zip(xs.numpy(), ys.numpy(), strict=True)}
     assert sorted(seen) == list(range(5))
     for label, image in seen.items():
         np.testing.assert_array_equal(image, x[label])
-
-
-def test_training_reexports_the_recipes_beside_fit():
-    assert training.Recipe is recipes.Recipe and training.recipe_for is recipes.recipe_for

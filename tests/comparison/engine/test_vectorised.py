@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_ils.comparison import networks
 from keras_ils.comparison.data import synthetic
 from keras_ils.comparison.engine import training, vectorised
-from keras_ils.experiments.zoo import models, recipes
 from keras_ils.losses import ILSLoss
 from keras_ils.metrics import NegativeLogLikelihood
 from keras_ils.targets import ils_targets, teacher_targets
@@ -18,7 +18,7 @@ def _replicate(seed):
 
 
 def _keras_mlp(weights, row, **model_args):
-    model = models.mlp(3, (2,), **model_args)
+    model = networks.mlp(3, (2,), **model_args)
     model.set_weights([np.asarray(w[row]) for pair in weights for w in pair])
     return model
 
@@ -165,14 +165,14 @@ def test_early_stopped_validation_loss_agrees_with_the_keras_recipe_within_seed_
     for seed in seeds:
         train, val = _replicate(seed)
         keras.utils.set_random_seed(seed)
-        model = models.mlp(3, (2,))
+        model = networks.mlp(3, (2,))
         model.compile(
             optimizer=keras.optimizers.Adam(1e-2),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=[NegativeLogLikelihood(from_logits=True)],
         )
         make = lambda d: tf.data.Dataset.from_tensor_slices((d.x, d.y))  # noqa: E731
-        training.fit(model, make(train), make(val), recipes.Recipe(), monitor="val_nll", seed=seed)
+        training.fit(model, make(train), make(val), networks.MLP_RECIPE, monitor="val_nll", seed=seed)
         theirs.append(_numpy_val_loss(model, val.x, val.y))
         result = vectorised.train_mlps(
             train.x[None], np.eye(3)[train.y][None], val.x[None], val.y[None], seeds=[1000 + seed]

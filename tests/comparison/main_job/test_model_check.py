@@ -6,7 +6,7 @@ import pytest
 import keras_ils_cli as cli
 
 
-@pytest.mark.parametrize("model", ["resnet21", "resnet20", "lenet"])
+@pytest.mark.parametrize("model", ["resnet21", "resnet20", "lenet", "cnn"])
 def test_refused_naming_model_and_nothing_left(tmp_path, capsys, model):
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(60, 4)), np.arange(60) % 3

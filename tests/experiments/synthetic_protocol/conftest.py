@@ -1,6 +1,6 @@
 import pytest
 
-from keras_ils.experiments import synthetic_protocol
+from keras_ils_experiments import synthetic_protocol
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 import pytest
 
-from keras_ils.experiments import synthetic_protocol
-from keras_ils.experiments.synthetic_protocol import ablation
+from keras_ils_experiments import synthetic_protocol
+from keras_ils_experiments.synthetic_protocol import ablation
 
 
 def test_within_paper_against_the_printed_rows(fake_results):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from keras_ils.experiments import synthetic_protocol
-from keras_ils.experiments.synthetic_protocol import extras, printed_values, report
-from keras_ils.experiments.synthetic_protocol.figures import plot_histograms
-from keras_ils.experiments.synthetic_protocol.statistics import paired_comparison, summarise_distillation
+from keras_ils_experiments import synthetic_protocol
+from keras_ils_experiments.synthetic_protocol import extras, printed_values, report
+from keras_ils_experiments.synthetic_protocol.figures import plot_histograms
+from keras_ils_experiments.synthetic_protocol.statistics import paired_comparison, summarise_distillation
 
 
 def test_probability_counts_match_numpy():

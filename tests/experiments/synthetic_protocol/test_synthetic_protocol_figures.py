@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from keras_ils.experiments import synthetic_protocol
-from keras_ils.experiments.synthetic_protocol import figures
+from keras_ils_experiments import synthetic_protocol
+from keras_ils_experiments.synthetic_protocol import figures
 
 
 @pytest.mark.parametrize("teacher", ["bayes", "no_ls_temps"])
@@ -23,7 +23,7 @@ import sys
 
 import matplotlib
 
-from keras_ils.experiments.synthetic_protocol import figures
+from keras_ils_experiments.synthetic_protocol import figures
 
 before = matplotlib.rcParams["backend"]
 figures.plot_curves(json.load(open(sys.argv[1])), sys.argv[2], "bayes")

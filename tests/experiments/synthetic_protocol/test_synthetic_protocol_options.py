@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from keras_ils.comparison.engine import vectorised
-from keras_ils.experiments import synthetic_protocol
-from keras_ils.experiments.synthetic_protocol import run, stages
+from keras_ils_experiments import synthetic_protocol
+from keras_ils_experiments.synthetic_protocol import run, stages
 
 
 def _softmax(z):

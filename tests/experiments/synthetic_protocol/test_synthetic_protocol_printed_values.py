@@ -1,4 +1,4 @@
-from keras_ils.experiments.synthetic_protocol import printed_values
+from keras_ils_experiments.synthetic_protocol import printed_values
 
 
 def test_every_paper_row_and_claim_names_a_table_row():

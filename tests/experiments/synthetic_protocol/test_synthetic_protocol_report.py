@@ -1,4 +1,4 @@
-from keras_ils.experiments import synthetic_protocol
+from keras_ils_experiments import synthetic_protocol
 
 
 def test_markdown_has_a_line_per_row_and_per_claim(fake_results):

@@ -1,7 +1,7 @@
 import pytest
 
 from keras_ils import methods as method_registry
-from keras_ils.experiments import synthetic_protocol
+from keras_ils_experiments import synthetic_protocol
 
 
 def test_grids_are_the_appendix_grids_and_counts():

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_ils.experiments.synthetic_protocol import scoring
+from keras_ils_experiments.synthetic_protocol import scoring
 
 import reference
 

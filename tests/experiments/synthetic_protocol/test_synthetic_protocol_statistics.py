@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_ils.experiments import synthetic_protocol
+from keras_ils_experiments import synthetic_protocol
 
 
 @pytest.mark.parametrize("wins, losses", [(0, 0), (9, 1), (1, 9), (30, 20), (50, 50), (0, 12)])

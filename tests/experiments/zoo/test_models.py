@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ils.experiments.zoo import models
+from keras_ils.comparison import networks
+from keras_ils_experiments.zoo import models
 
 
 def test_mlp_is_the_papers_network():
@@ -411,5 +412,5 @@ class TestZeroPadShortcut:
 
 def test_mlp_by_depth_and_width():
     model = models.build("mlp-2-16", 4, (7,))
-    assert models.mlp_shape("mlp-2-16") == (2, 16) and models.mlp_shape("mlp-0-16") is None
+    assert networks.mlp_shape("mlp-2-16") == (2, 16) and networks.mlp_shape("mlp-0-16") is None
     assert model.count_params() == (7 * 16 + 16) + (16 * 16 + 16) + (16 * 4 + 4)

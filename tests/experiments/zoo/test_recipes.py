@@ -2,7 +2,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_ils.experiments.zoo import recipes
+from keras_ils.comparison import networks
+from keras_ils_experiments import zoo
+from keras_ils_experiments.zoo import recipes
 
 
 def test_paper_recipes():
@@ -25,7 +27,7 @@ def test_overrides():
 def test_weight_decay_is_the_models_not_the_optimizers():
     # the recipe's weight decay is coupled L2 on the kernels, built into the model
     # (tests/experiments/zoo/test_models.py)
-    for recipe in (recipes.recipe_for("resnet20"), recipes.Recipe(optimizer="sgd", weight_decay=1e-2)):
+    for recipe in (recipes.recipe_for("resnet20"), networks.Recipe(optimizer="sgd", weight_decay=1e-2)):
         assert recipe.weight_decay and recipe.build_optimizer().weight_decay is None
 
 
@@ -66,7 +68,7 @@ def test_each_networks_recipe_is_the_papers(model_name):
 
 def test_the_mlp_recipe_is_unchanged():
     recipe = recipes.recipe_for("mlp", "synthetic")
-    assert recipe == recipes.Recipe()
+    assert recipe == networks.Recipe()
     assert (recipe.optimizer, recipe.learning_rate, recipe.batch_size, recipe.epochs, recipe.patience) == (
         "adam",
         1e-2,
@@ -102,3 +104,20 @@ def test_milestones_scale_with_an_epochs_override():
 def test_unknown_model_has_no_recipe(name):
     with pytest.raises(ValueError, match="Invalid value for argument `model`"):
         recipes.recipe_for(name, "cifar10")
+
+
+@pytest.mark.parametrize(
+    "model_name", ["lenet", "alexnet", "resnet20", "resnet20b", "resnet110sd", "densenet40", "wrn-16-4"]
+)
+def test_importing_the_zoo_registers_its_networks_with_the_library(model_name):
+    assert networks.network_family(model_name) is zoo.PAPER_NETWORKS
+    assert networks.recipe_for(model_name, "cifar10", epochs=3) == recipes.recipe_for(model_name, "cifar10", epochs=3)
+    assert (
+        networks.build(model_name, 10, (32, 32, 3)).count_params()
+        == zoo.build(model_name, 10, (32, 32, 3)).count_params()
+    )
+
+
+def test_the_library_keeps_its_own_names():
+    assert networks.network_family("mlp-2-8") is not zoo.PAPER_NETWORKS
+    assert networks.recipe_for("mlp") == recipes.recipe_for("mlp") == networks.MLP_RECIPE

@@ -31,42 +31,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-import keras
-
 from keras_ils._checks import invalid
-
-
-@dataclasses.dataclass(frozen=True)
-class Recipe:
-    """How to train one model; see the module table for the paper's values."""
-
-    optimizer: str = "adam"
-    learning_rate: float = 1e-2
-    momentum: float = 0.9
-    weight_decay: float | None = None
-    epochs: int = 500
-    batch_size: int = 32
-    decay_at: tuple = ()  # fractions of `epochs` where the learning rate is multiplied by `decay_factor`
-    patience: int | None = 10  # None: no early stop, the best epoch is still restored
-    augment: bool = False  # random crop (4-pixel pad) and horizontal flip, for CIFAR
-    decay_factor: float = 0.1
-    nesterov: bool = False
-
-    def build_optimizer(self):
-        """The optimizer; weight decay is not its business (the model's kernels carry it, see `models.build`)."""
-        if self.optimizer == "adam":
-            return keras.optimizers.Adam(self.learning_rate)
-        return keras.optimizers.SGD(self.learning_rate, momentum=self.momentum, nesterov=self.nesterov)
-
-    @property
-    def milestones(self) -> tuple:
-        """The epochs where the rate is multiplied by `decay_factor` (`decay_at` times `epochs`, rounded)."""
-        return tuple(round(fraction * self.epochs) for fraction in self.decay_at)
-
-    def learning_rate_at(self, epoch: int) -> float:
-        """The rate of (0-based) `epoch`: `learning_rate * decay_factor ** (milestones <= epoch)`."""
-        passed = sum(epoch >= milestone for milestone in self.milestones)
-        return self.learning_rate * self.decay_factor**passed
+from keras_ils.comparison.networks import MLP_RECIPE, Recipe
 
 
 def _sgd(epochs, milestones, batch_size, weight_decay=1e-4, decay_factor=0.1):
@@ -86,7 +52,7 @@ def _sgd(epochs, milestones, batch_size, weight_decay=1e-4, decay_factor=0.1):
 
 
 RECIPES = {
-    "mlp": Recipe(),
+    "mlp": MLP_RECIPE,
     "lenet": _sgd(300, (60, 120, 160), 128),
     "densenet": _sgd(300, (150, 225), 64),
     "resnet": _sgd(200, (80, 150), 128),
@@ -123,7 +89,7 @@ def recipe_family(model_name: str) -> str:
         return "wrn"
     raise invalid(  # worded as `models.build` words it, which names the argument `model`
         "model",
-        "a name of keras_ils.experiments.zoo.models.build (mlp, mlp-D-W, lenet, alexnet, resnet*, resnet*sd, "
+        "a name of keras_ils_experiments.zoo.models.build (mlp, mlp-D-W, lenet, alexnet, resnet*, resnet*sd, "
         "densenet*, wrn-*, inceptionv4)",
         model_name,
     )

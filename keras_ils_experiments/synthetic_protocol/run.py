@@ -9,8 +9,8 @@ import numpy as np
 
 from keras_ils import methods
 from keras_ils._checks import invalid
-from keras_ils.experiments.synthetic_protocol import extras, scoring, stages
-from keras_ils.experiments.synthetic_protocol.options import (
+from keras_ils_experiments.synthetic_protocol import extras, scoring, stages
+from keras_ils_experiments.synthetic_protocol.options import (
     AUTHORS_TEACHER_TEMPERATURES,
     OPTIONS,
     PRESETS,
@@ -20,8 +20,8 @@ from keras_ils.experiments.synthetic_protocol.options import (
     ProtocolOptions,
     resolve_options,
 )
-from keras_ils.experiments.synthetic_protocol.printed_values import ROWS, row_key
-from keras_ils.experiments.synthetic_protocol.stages import stage_targets, student_targets, train
+from keras_ils_experiments.synthetic_protocol.printed_values import ROWS, row_key
+from keras_ils_experiments.synthetic_protocol.stages import stage_targets, student_targets, train
 
 LS_FIXED_EPSILON = 0.2
 

@@ -72,7 +72,7 @@ import numpy as np
 from keras_ils import methods
 from keras_ils._checks import integer_at_least, invalid
 from keras_ils._files import check_writable
-from keras_ils.comparison.reporting.ranked_tables import (
+from keras_ils_experiments.ranked_tables import (
     COLUMNS,
     KD_SETTINGS,
     PAIRS,
@@ -277,9 +277,9 @@ def _left(done, total, trained_seconds) -> str:
 
 
 def _recipe(model, dataset_name, settings):
-    from keras_ils.comparison.engine import training
+    from keras_ils.comparison import networks
 
-    return training.recipe_for(model, dataset_name, epochs=settings.epochs, batch_size=settings.batch_size)
+    return networks.recipe_for(model, dataset_name, epochs=settings.epochs, batch_size=settings.batch_size)
 
 
 def _silent(line):

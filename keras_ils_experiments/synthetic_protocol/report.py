@@ -7,10 +7,10 @@ import json
 import os
 
 from keras_ils._files import atomic_write, staged_directory
-from keras_ils.experiments.synthetic_protocol.figures import plot_curves, plot_histograms
-from keras_ils.experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, TABLE1_ROWS
-from keras_ils.experiments.synthetic_protocol.scoring import CURVE_TEACHERS
-from keras_ils.experiments.synthetic_protocol.statistics import summarise
+from keras_ils_experiments.synthetic_protocol.figures import plot_curves, plot_histograms
+from keras_ils_experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, TABLE1_ROWS
+from keras_ils_experiments.synthetic_protocol.scoring import CURVE_TEACHERS
+from keras_ils_experiments.synthetic_protocol.statistics import summarise
 
 
 def _fmt(value, digits=4, percent=False):

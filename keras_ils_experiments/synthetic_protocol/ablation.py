@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from keras_ils.experiments.synthetic_protocol.printed_values import PAPER
-from keras_ils.experiments.synthetic_protocol.statistics import summarise
+from keras_ils_experiments.synthetic_protocol.printed_values import PAPER
+from keras_ils_experiments.synthetic_protocol.statistics import summarise
 
 # The goal: a configuration within these distances of the paper's No LS and Standard LS rows (no TempS).
 ACCURACY_TOLERANCE = 0.005

@@ -8,7 +8,7 @@ from keras_ils import evaluation
 from keras_ils.calibration import temperature
 from keras_ils.comparison.data import synthetic
 from keras_ils.comparison.engine import vectorised
-from keras_ils.experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, ROWS, row_key
+from keras_ils_experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, ROWS, row_key
 
 METRICS = ("accuracy", "accuracy_dense", "accuracy_sparse", "nll", "ece", "cwece", "class_conditional_ece")
 

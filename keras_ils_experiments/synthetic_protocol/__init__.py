@@ -4,7 +4,7 @@ Protocol (paper §3, §4.1 and appendix A), per replicate `r` (seed `seed + r`;
 train/validation/test seeds as `keras_ils.comparison.data.datasets.load_synthetic`: `s`,
 `s + 10000`, `s + 20000`; 50/50/5000 points per class):
 
-1. Every model is `keras_ils.experiments.zoo.models.mlp` (5 x 64 ReLU) trained by the MLP
+1. Every model is `keras_ils_experiments.zoo.models.mlp` (5 x 64 ReLU) trained by the MLP
    recipe (Adam 1e-2, batch 32, at most 500 epochs, early stopping with
    patience 10 on the hard-label validation cross-entropy, best epoch kept),
    all of them at once by `keras_ils.comparison.engine.vectorised.train_mlps`. By default the
@@ -54,12 +54,12 @@ the authors' code's quantity that the paper's cwECE column actually prints
 | `figures`        | Fig. 4 and Fig. 2 as PNGs                                                       |
 """
 
-from keras_ils.experiments.synthetic_protocol.options import PRESETS, ProtocolOptions, resolve_options
-from keras_ils.experiments.synthetic_protocol.printed_values import CLAIMS, PAPER, PAPER_DISTILLATION, ROWS, TABLE1_ROWS
-from keras_ils.experiments.synthetic_protocol.report import markdown, write_outputs
-from keras_ils.experiments.synthetic_protocol.run import grids, model_configs, run_replicates
-from keras_ils.experiments.synthetic_protocol.scoring import METRICS
-from keras_ils.experiments.synthetic_protocol.statistics import best_smoothing_curves, sign_test, summarise
+from keras_ils_experiments.synthetic_protocol.options import PRESETS, ProtocolOptions, resolve_options
+from keras_ils_experiments.synthetic_protocol.printed_values import CLAIMS, PAPER, PAPER_DISTILLATION, ROWS, TABLE1_ROWS
+from keras_ils_experiments.synthetic_protocol.report import markdown, write_outputs
+from keras_ils_experiments.synthetic_protocol.run import grids, model_configs, run_replicates
+from keras_ils_experiments.synthetic_protocol.scoring import METRICS
+from keras_ils_experiments.synthetic_protocol.statistics import best_smoothing_curves, sign_test, summarise
 
 __all__ = [
     "CLAIMS",

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from keras_ils.experiments.synthetic_protocol.printed_values import (
+from keras_ils_experiments.synthetic_protocol.printed_values import (
     CLAIMS,
     HYPERPARAMETERS,
     PAPER,
@@ -14,7 +14,7 @@ from keras_ils.experiments.synthetic_protocol.printed_values import (
     ROWS,
     row_key,
 )
-from keras_ils.experiments.synthetic_protocol.scoring import CURVE_BINS, CURVE_RANGE, METRICS
+from keras_ils_experiments.synthetic_protocol.scoring import CURVE_BINS, CURVE_RANGE, METRICS
 
 
 def sign_test(wins: int, losses: int) -> float:

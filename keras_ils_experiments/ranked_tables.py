@@ -3,7 +3,7 @@ differences and the paper's printed values; `TABLE.md`, `TABLE.json` and the cri
 
 `summarise` computes them from every pair's and seed's scores, `format_markdown`
 prints them and `write_outputs` writes them (see
-`keras_ils.comparison.main_job.paper_tables` for how the runs are made).
+`keras_ils_experiments.paper_tables` for how the runs are made).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import numpy as np
 
 from keras_ils._checks import invalid
 from keras_ils._files import atomic_write
-from keras_ils.comparison.reporting import printed_tables, ranks
+from keras_ils.comparison.reporting import ranks
+from keras_ils_experiments import printed_tables
 
 __all__ = [
     "ALPHA",

@@ -16,8 +16,8 @@ import numpy as np
 
 from keras_ils.comparison.data import synthetic
 from keras_ils.comparison.engine import vectorised
-from keras_ils.experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, row_key
-from keras_ils.experiments.synthetic_protocol.scoring import scores
+from keras_ils_experiments.synthetic_protocol.printed_values import HYPERPARAMETERS, row_key
+from keras_ils_experiments.synthetic_protocol.scoring import scores
 
 DISTILLATION_TEACHERS = ("Bayes-Optimal", "No LS", "Standard LS", "ILS")
 # The rows whose chosen models Table 2 and Fig. 2 use.

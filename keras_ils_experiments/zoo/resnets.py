@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 
 from keras_ils._checks import invalid, number_in
-from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
-from keras_ils.experiments.zoo.layers import StochasticDepth, ZeroPadShortcut
+from keras_ils_experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
+from keras_ils_experiments.zoo.layers import StochasticDepth, ZeroPadShortcut
 
 
 def _basic_block(x, filters, strides, l2, shortcut, survival=None):
@@ -63,7 +63,7 @@ def resnet(
         num_classes: classes of the logits.
         input_shape: Defaults to `(32, 32, 3)`.
         name: Defaults to `resnet{depth}` (`resnet{depth}b` for projections).
-        weight_decay: see `keras_ils.experiments.zoo.models`. Defaults to `None`.
+        weight_decay: see `keras_ils_experiments.zoo.models`. Defaults to `None`.
         shortcut: `"zero_pad"` (option A) or `"projection"` (option B).
 
     Example:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 
 from keras_ils._checks import integer_at_least, invalid, number_in
-from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
+from keras_ils_experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
 
 
 def densenet(

@@ -36,13 +36,13 @@ import re
 
 import keras
 
-from keras_ils.experiments.zoo.densenets import densenet
-from keras_ils.experiments.zoo.inception import inceptionv4
-from keras_ils.experiments.zoo.layers import StochasticDepth, ZeroPadShortcut
-from keras_ils.experiments.zoo.mlps import mlp
-from keras_ils.experiments.zoo.resnets import resnet, resnet18, resnet50, stochastic_depth_resnet
-from keras_ils.experiments.zoo.small_cnns import alexnet, lenet
-from keras_ils.experiments.zoo.wide_resnets import wide_resnet
+from keras_ils.comparison.networks import mlp, mlp_shape
+from keras_ils_experiments.zoo.densenets import densenet
+from keras_ils_experiments.zoo.inception import inceptionv4
+from keras_ils_experiments.zoo.layers import StochasticDepth, ZeroPadShortcut
+from keras_ils_experiments.zoo.resnets import resnet, resnet18, resnet50, stochastic_depth_resnet
+from keras_ils_experiments.zoo.small_cnns import alexnet, lenet
+from keras_ils_experiments.zoo.wide_resnets import wide_resnet
 
 MODEL_NAMES = (
     "mlp",
@@ -62,22 +62,6 @@ MODEL_NAMES = (
     "wrn-34-10",
     "inceptionv4",
 )
-
-
-def mlp_shape(name: str) -> tuple[int, int] | None:
-    """`(hidden_layers, units)` of an MLP name (`mlp` is the paper's 5 x 64, `mlp-D-W` any), else `None`.
-
-    Example:
-
-    >>> mlp_shape("mlp"), mlp_shape("mlp-2-128"), mlp_shape("lenet")
-    ((5, 64), (2, 128), None)
-    """
-    if name == "mlp":
-        return 5, 64
-    match = re.fullmatch(r"mlp-(\d+)-(\d+)", name)
-    if match and int(match[1]) >= 1 and int(match[2]) >= 1:
-        return int(match[1]), int(match[2])
-    return None
 
 
 def build(name: str, num_classes: int, input_shape: tuple, weight_decay: float | None = None) -> keras.Model:

@@ -16,7 +16,7 @@ values, e.g. Table 3's cross-entropy average rank of ILS + TempS is printed
   (`DISTILLATION_COLUMNS`), rows in `DISTILLATION_PAIRS` order.
 
 Pairs are `(dataset, model)` in the names `keras-ils` takes (`tfds:NAME`,
-`keras_ils.experiments.zoo.models.build` names); "ResNet32W" is `wrn-34-10`
+`keras_ils_experiments.zoo.models.build` names); "ResNet32W" is `wrn-34-10`
 (the authors' code, see docs/cli/networks.md).
 """
 

@@ -7,8 +7,8 @@ import numpy as np
 from keras_ils.calibration import temperature
 from keras_ils.comparison.data import synthetic
 from keras_ils.comparison.engine import vectorised
-from keras_ils.experiments.synthetic_protocol.options import ProtocolOptions
 from keras_ils.targets import ils_targets
+from keras_ils_experiments.synthetic_protocol.options import ProtocolOptions
 
 
 def replicate_datasets(replicates: int, seed: int, n_test: int) -> list:

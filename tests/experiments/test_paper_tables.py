@@ -9,10 +9,11 @@ from comparison.reporting.test_ranks import METHODS, PAPER_CROSS_ENTROPY
 from scipy import stats
 
 import keras_ils_cli as cli
-from keras_ils.comparison.engine import training
-from keras_ils.comparison.main_job import fitting, paper_tables, pipeline
+from keras_ils.comparison import networks
+from keras_ils.comparison.main_job import fitting, pipeline
 from keras_ils.comparison.main_job.config import RunConfig
-from keras_ils.comparison.reporting import printed_tables, ranked_tables, ranks
+from keras_ils.comparison.reporting import ranks
+from keras_ils_experiments import paper_tables, printed_tables, ranked_tables
 
 
 def _npz(path, seed, num_classes=3):
@@ -283,7 +284,7 @@ class TestResumedImageRun:
         monkeypatch.setattr(fitting, "fit_network", counting_train)
         with tfds.testing.mock_data(num_examples=160):
             splits = paper_tables.load_splits("tfds:cifar10", 0, validation_fraction=0.2)
-            recipe = training.recipe_for("lenet", splits.name, epochs=1, batch_size=16)
+            recipe = networks.recipe_for("lenet", splits.name, epochs=1, batch_size=16)
 
             def run(methods, **kwargs):
                 options = dict(model_name="lenet", tune=False, recipe=recipe, output_dir=str(tmp_path / "r"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from keras_ils._files import atomic_write
-from keras_ils.experiments.synthetic_protocol.printed_values import PAPER_ILS1_CURVE
-from keras_ils.experiments.synthetic_protocol.scoring import CURVE_RANGE
 from keras_ils.targets import smoothing_factor
+from keras_ils_experiments.synthetic_protocol.printed_values import PAPER_ILS1_CURVE
+from keras_ils_experiments.synthetic_protocol.scoring import CURVE_RANGE
 
 
 def plot_curves(summary: dict, path: str, teacher: str) -> str:

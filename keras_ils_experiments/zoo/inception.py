@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from keras_ils.experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
+from keras_ils_experiments.zoo._parts import bn_relu, check_classes, conv, dense_logits, kernel_regularizer
 
 
 def _conv_bn_relu(x, l2, filters, kernel, strides=1, padding="same"):

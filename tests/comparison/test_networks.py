@@ -1,0 +1,83 @@
+"""The networks a comparison trains by name: the library's two families, the registry, the recipes."""
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+
+from keras_ils.comparison import networks
+from keras_ils.comparison.data import datasets
+
+
+def test_mlp_names_build_their_shape():
+    model = networks.build("mlp-2-7", 4, (3,))
+    kernels = [layer.kernel.shape for layer in model.layers]
+    assert kernels == [(3, 7), (7, 7), (7, 4)] and model.name == "mlp-2-7"
+    assert [layer.kernel.shape for layer in networks.build("mlp", 3, (2,)).layers][1:-1] == [(64, 64)] * 4
+
+
+def test_cnn_outputs_logits_for_images():
+    model = networks.build("cnn", 10, (8, 8, 1))
+    x = np.random.default_rng(0).normal(size=(5, 8, 8, 1)).astype("float32")
+    logits = keras.ops.convert_to_numpy(model(x))
+    assert logits.shape == (5, 10) and model.layers[-1].activation is keras.activations.linear
+    assert not np.allclose(logits.sum(1), 1.0)  # logits, not probabilities
+    with pytest.raises(ValueError, match=r"`cnn` takes images shaped \[height, width, channels\]"):
+        networks.build("cnn", 3, (4,))
+
+
+def test_weight_decay_is_half_on_every_kernel():
+    for name, shape in (("mlp-1-4", (2,)), ("cnn", (6, 6, 1))):
+        model = networks.build(name, 3, shape, weight_decay=0.2)
+        l2 = [float(layer.kernel_regularizer.l2) for layer in model.layers if hasattr(layer, "kernel")]
+        np.testing.assert_allclose(l2, 0.1)
+
+
+def test_recipes_and_overrides():
+    assert networks.recipe_for("mlp-3-8") == networks.MLP_RECIPE
+    recipe = networks.recipe_for("cnn", "digits", epochs=7, batch_size=None)
+    assert recipe == dataclasses.replace(networks.CUSTOM_RECIPE, epochs=7)
+    assert (recipe.optimizer, recipe.learning_rate, recipe.patience) == ("adam", 1e-3, 10)
+
+
+def test_a_step_schedule_multiplies_at_its_milestones():
+    recipe = networks.Recipe(learning_rate=0.1, epochs=10, decay_at=(0.3, 0.8), decay_factor=0.5)
+    assert recipe.milestones == (3, 8)
+    assert [recipe.learning_rate_at(epoch) for epoch in (0, 2, 3, 7, 8, 9)] == [0.1, 0.1, 0.05, 0.05, 0.025, 0.025]
+
+
+@pytest.mark.parametrize("name", ["mlp-0-4", "mlp-2", "resnet2x", "", 3])
+def test_an_unknown_name_lists_the_known_ones(name):
+    with pytest.raises(ValueError, match=r"Invalid value for argument `model`\. Expected a registered network name "
+                       r"\(.*mlp, mlp-D-W.*cnn"):  # fmt: skip
+        networks.build(name, 3, (2,))
+
+
+def test_a_registered_family_builds_and_trains_by_its_recipe(monkeypatch):
+    monkeypatch.setattr(networks, "_FAMILIES", list(networks._FAMILIES))  # the registry as it was, afterwards
+    recipe = networks.Recipe(epochs=3)
+    wide = networks.Network(r"wide-\d+", lambda name, k, shape, wd: networks.mlp(k, shape, 1, int(name[5:])),
+                            lambda name, dataset: recipe, "wide-N")  # fmt: skip
+    networks.register(wide)
+    assert networks.build("wide-9", 3, (2,)).layers[0].kernel.shape == (2, 9)
+    assert networks.recipe_for("wide-9") == recipe and networks.network_family("mlp") is not wide
+    with pytest.raises(TypeError, match="`register` takes a `Network`"):
+        networks.register("wide")
+
+
+def test_a_dataset_catalogue_by_prefix(monkeypatch):
+    monkeypatch.setattr(datasets, "_SOURCES", {})
+    with pytest.raises(ValueError, match=r"install `keras-ils\[experiments\]`.*Received: dataset='tfds:cifar10'"):
+        datasets.load("tfds:cifar10")
+    seen = {}
+
+    def load_mine(name, **settings):
+        seen.update(name=name, **settings)
+        return datasets.load_synthetic(n_test=4)
+
+    datasets.register_source("mine", load_mine)
+    assert datasets.load("mine:abc", validation_fraction=0.25).name == "synthetic"
+    assert seen["name"] == "abc" and seen["validation_fraction"] == 0.25 and seen["train_splits"] == ("train",)
+    with pytest.raises(TypeError, match="`register_source` takes a prefix"):
+        datasets.register_source("not an identifier", load_mine)
