@@ -13,11 +13,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from keras_ils.comparison.data import npz
 from keras_ils.comparison.data.splits import (
     Splits,
+    check_features,
     check_fraction,
+    check_labels,
     check_num_classes,
+    checked_classes,
     split_rows,
     standardised_splits,
 )
@@ -89,9 +91,9 @@ def array_splits(
     check_fraction(validation_fraction)
     check_num_classes(num_classes)
     x, y = np.asarray(x), np.asarray(y)
-    npz._check_features(x, "x", name)
-    npz._check_labels(y, x, "y", "x", name)
-    num_classes = npz._checked_classes(y, y, num_classes, name)
+    check_features(x, "x", name)
+    check_labels(y, x, "y", "x", name)
+    num_classes = checked_classes(y, y, num_classes, name)
     if x.ndim == 3:  # grey images without a channel axis
         x = x[..., None]
     train, validation, test = split_rows(

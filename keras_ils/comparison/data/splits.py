@@ -142,6 +142,97 @@ def standardise(
     return scaled
 
 
+def invalid_array(name, source, expected, received) -> ValueError:
+    """The `ValueError` of an array `name` of `source` that is not what `expected` says."""
+    return ValueError(f"Invalid value for array `{name}` in {source}. Expected {expected}. Received: {received}.")
+
+
+def check_features(x, name: str, source: str) -> None:
+    """Features `x` must be real, finite numbers shaped `[n, features...]` with an example: a `ValueError` naming
+    the array `name` of `source` otherwise."""
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating) or x.dtype == bool):
+        raise invalid_array(name, source, "real numbers (an integer, float or bool dtype)", f"dtype {x.dtype}")
+    if x.ndim < 2:
+        raise invalid_array(
+            name,
+            source,
+            f"shape [n, features] (one feature per example is [n, 1]: {name}[:, None])",
+            f"shape {x.shape}",
+        )
+    if x.size == 0:
+        raise invalid_array(name, source, "at least one example with at least one feature", f"shape {x.shape}")
+    if np.issubdtype(x.dtype, np.floating):
+        nan, inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+        if nan or inf:
+            raise invalid_array(name, source, "finite numbers", f"{nan} NaN and {inf} inf among its {x.size} values")
+
+
+def check_labels(y, x, name: str, x_name: str, source: str) -> None:
+    """Labels `y` must be 1-D integer class indices >= 0, one per row of `x` (the array `x_name`)."""
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        raise invalid_array(
+            name,
+            source,
+            "a 1-D array of integer class indices (one-hot rows: y.argmax(1); whole floats: y.astype(int))",
+            f"dtype {y.dtype}, shape {y.shape}",
+        )
+    if len(y) != len(x):
+        raise invalid_array(
+            name, source, f"one label per row of {x_name}", f"{x_name} has {len(x)} rows but {name} has {len(y)}"
+        )
+    negative = y < 0
+    if negative.any():
+        raise invalid_array(
+            name, source, "class indices >= 0", f"{int(negative.sum())} negative labels (smallest {int(y.min())})"
+        )
+
+
+def _missing_classes(present, num_classes, limit=8):
+    """The first `limit` classes in [0, num_classes) absent from the sorted unique labels `present`."""
+    have, missing, c = set(present.tolist()), [], 0
+    while len(missing) < limit and c < num_classes:
+        if c not in have:
+            missing.append(c)
+        c += 1
+    return missing
+
+
+def checked_classes(y_train, y_test, num_classes, path):
+    """`K`: `num_classes` or one more than the largest label, once every class has training examples and
+    `y_test` holds only classes `y_train` has."""
+    largest = int(max(y_train.max(), y_test.max()))
+    if num_classes is not None and largest >= num_classes:
+        name, y = ("y_train", y_train) if y_train.max() >= num_classes else ("y_test", y_test)
+        raise invalid_array(
+            name,
+            path,
+            f"class indices in [0, {num_classes}) (num_classes={num_classes})",
+            f"{int((y >= num_classes).sum())} labels >= {num_classes} (largest {int(y.max())})",
+        )
+    num_classes = num_classes or largest + 1
+    if num_classes < 2:
+        raise invalid_array("y_train", path, "at least 2 classes", "only class 0")
+    present = np.unique(y_train)
+    unseen = np.setdiff1d(np.unique(y_test), present)
+    if len(unseen):
+        raise invalid_array(
+            "y_test",
+            path,
+            "only classes that y_train has examples of",
+            f"labels {unseen.tolist()[:8]} that never appear in y_train (a model cannot learn them)",
+        )
+    if len(present) < num_classes:
+        raise invalid_array(
+            "y_train",
+            path,
+            f"at least one example of every class in [0, {num_classes})",
+            f"no example of class(es) {_missing_classes(present, num_classes)} ({num_classes - len(present)} of "
+            f"{num_classes} classes; labels must be 0..K-1 with none skipped: renumber them, e.g. with "
+            "np.unique(y, return_inverse=True))",
+        )
+    return num_classes
+
+
 def feature_statistics(x_train, name: str = "x_train") -> tuple[np.ndarray, np.ndarray]:
     """`(mean, scale)` per feature (channel, for images) of `x_train`, in float64: what `standardise` divides by.
 
@@ -368,10 +459,14 @@ __all__ = [
     "MIN_VALIDATION_PER_CLASS",
     "SmallValidationWarning",
     "Splits",
+    "check_features",
     "check_fraction",
     "check_known_classes",
+    "check_labels",
     "check_num_classes",
     "check_split",
+    "checked_classes",
+    "invalid_array",
     "feature_statistics",
     "as_trained",
     "preprocessing_layer",

@@ -169,7 +169,11 @@ def fit_reference():
     return train, val, weights, fits
 
 
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf-ops", "whole-epoch-xla"])
+# 17 s of CPU per layout (the reference fits are per worker): the default run checks the XLA epoch; the tf-ops
+# layout under -m slow (test_vectorised.py checks both layouts against model.fit by default, with ILSLoss)
+@pytest.mark.parametrize(
+    "jit_compile", [pytest.param(False, marks=pytest.mark.slow), True], ids=["tf-ops", "whole-epoch-xla"]
+)
 def test_each_calibration_loss_trains_as_model_fit_does(jit_compile, fit_reference):
     """All six in one pool (every branch compiled, each slot its own), the last short batch included; OLS's soft labels
     are updated after the first and second epochs, so its third trains on learned ones."""
