@@ -69,7 +69,13 @@ def load_tfds(
     channel with statistics of the training split. Downloading is tfds's
     business. `num_classes`, when given, must equal the dataset's.
     """
-    import tensorflow_datasets as tfds
+    try:
+        import tensorflow_datasets as tfds
+    except ModuleNotFoundError as error:
+        raise ImportError(
+            f"tfds:{name} needs tensorflow-datasets, which the `experiments` extra installs: "
+            'pip install "keras-ils[experiments]" (or pip install tensorflow-datasets).'
+        ) from error
 
     check_num_classes(num_classes)
     training_split, validation_split = _tfds_split_strings(validation_fraction, validation_size, train_splits)

@@ -121,3 +121,11 @@ def test_tfds_images_from_their_stored_pixels():
         split_x = next(iter(loaded.test))[0].numpy()
     layer = splits_module.preprocessing_layer(loaded.preprocessing)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(raw[None].astype("float32")))[0], split_x, atol=1e-4)
+
+
+def test_without_tensorflow_datasets_the_error_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # what a missing package looks like to `import`
+    with pytest.raises(ImportError, match=r"tfds:cifar10 needs tensorflow-datasets.*keras-ils\[experiments\]"):
+        datasets.load("tfds:cifar10")
