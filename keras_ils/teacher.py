@@ -37,6 +37,7 @@ __all__ = [
     "OnlineTeacher",
     "StaleCacheError",
     "TeacherLogits",
+    "cache_teacher_logits",
     "compute_teacher_logits",
     "read_cache",
     "teacher_fingerprint",
@@ -188,11 +189,7 @@ def compute_teacher_logits(
     ((5, 3), [0, 1, 2, 1, 0])
     """
     positive("temperature", temperature)
-    if isinstance(dataset, (tuple, list)):
-        dataset = tf.data.Dataset.from_tensor_slices(tuple(dataset))
-    dataset = as_pairs(dataset, **keys)
-    if len(dataset.element_spec[1].shape) != 0:
-        raise ValueError("Argument `dataset` must be unbatched, with scalar labels.")
+    dataset = _pairs(dataset, keys)
     teacher_hash = teacher_fingerprint(teacher, temperature)
     num_classes = teacher.output_shape[-1] if hasattr(teacher, "output_shape") else None
 
@@ -213,6 +210,63 @@ def compute_teacher_logits(
     )
     if cache_path is not None:
         _save(cache_path, result)
+    return result
+
+
+def _pairs(dataset, keys) -> tf.data.Dataset:
+    """An unbatched `(x, y)` dataset of `dataset` (a dataset, tfds dicts, or `(x, y)` arrays)."""
+    if isinstance(dataset, (tuple, list)):
+        dataset = tf.data.Dataset.from_tensor_slices(tuple(dataset))
+    dataset = as_pairs(dataset, **keys)
+    if len(dataset.element_spec[1].shape) != 0:
+        raise ValueError("Argument `dataset` must be unbatched, with scalar labels.")
+    return dataset
+
+
+def cache_teacher_logits(
+    teacher: keras.Model,
+    dataset: tf.data.Dataset,
+    logits,
+    *,
+    temperature: float = 1.0,
+    cache_path: str,
+    batch_size: int = 256,
+    **keys,
+) -> TeacherLogits:
+    """`compute_teacher_logits`' cache for calibrated logits computed elsewhere (e.g. by a vectorised trainer).
+
+    The data are read once, for the cache's fingerprint (the teacher is not
+    run); `cache_path` is written, or, when it exists, must match (else
+    `StaleCacheError`) and is returned as `compute_teacher_logits` returns it.
+
+    Args:
+        teacher: the Keras teacher the logits are of (its weights and
+            `temperature` are fingerprinted).
+        dataset: the data, as `compute_teacher_logits` takes it.
+        logits: `[N, K]` the teacher's logits over `dataset`, in order,
+            divided by `temperature` already.
+        temperature: the temperature they were divided by.
+        cache_path: the `.npz` file.
+        batch_size: batch size of the pass over the data.
+        **keys: `image_key`/`label_key` for tfds dicts.
+
+    Returns:
+        `TeacherLogits(logits [N, K] float32, labels [N] int64, fingerprint)`.
+    """
+    positive("temperature", temperature)
+    labels, data_hash, _ = _dataset_pass(_pairs(dataset, keys), batch_size)
+    logits = np.asarray(logits, np.float32)
+    if logits.shape != (len(labels), teacher.output_shape[-1]):
+        raise ValueError(
+            f"Argument `logits` must have shape [N, K] = {(len(labels), teacher.output_shape[-1])} (the data's "
+            f"examples, the teacher's classes). Received shape: {logits.shape}"
+        )
+    _labels.check_labels_in_range(labels, logits.shape[1])
+    fingerprint = _fingerprint(labels, data_hash, logits.shape[1], teacher_fingerprint(teacher, temperature))
+    if os.path.exists(cache_path):
+        return _load(cache_path, fingerprint)
+    result = TeacherLogits(logits, labels, fingerprint)
+    _save(cache_path, result)
     return result
 
 

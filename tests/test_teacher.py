@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_ils import ILSLoss, data, teacher_targets
-from keras_ils.teacher import OnlineTeacher, StaleCacheError, compute_teacher_logits
+from keras_ils.teacher import OnlineTeacher, StaleCacheError, cache_teacher_logits, compute_teacher_logits
 
 
 def _teacher(seed=0, k=3):
@@ -96,6 +96,39 @@ class TestComputeTeacherLogits:
             compute_teacher_logits(teacher, (x, y + 3))
         with pytest.raises(ValueError, match="unbatched"):
             compute_teacher_logits(teacher, tf.data.Dataset.from_tensor_slices((x, y)).batch(4))
+
+
+class TestCacheTeacherLogits:
+    """Logits computed elsewhere (the vectorised engine's) written as `compute_teacher_logits`' cache."""
+
+    def test_the_cache_is_the_one_compute_teacher_logits_writes_and_reads(self, tmp_path, monkeypatch):
+        teacher, (x, y) = _teacher(), _data()
+        logits = teacher.predict(x, verbose=0) / 2.0
+        path = str(tmp_path / "given.npz")
+        calls = []
+        monkeypatch.setattr(teacher, "predict_on_batch", lambda *a: calls.append(1))
+        written = cache_teacher_logits(teacher, (x, y), logits, temperature=2.0, cache_path=path)
+        assert calls == []  # the teacher is not run
+        monkeypatch.undo()
+        computed = compute_teacher_logits(teacher, (x, y), temperature=2.0, cache_path=str(tmp_path / "run.npz"))
+        assert written.fingerprint == computed.fingerprint
+        np.testing.assert_allclose(written.logits, computed.logits, rtol=1e-5, atol=1e-6)
+        read = compute_teacher_logits(teacher, (x, y), temperature=2.0, cache_path=path)  # a hit, not stale
+        np.testing.assert_array_equal(read.logits, logits.astype("float32"))
+        np.testing.assert_array_equal(read.labels, y)
+
+    def test_an_existing_cache_of_another_teacher_is_stale(self, tmp_path):
+        teacher, (x, y) = _teacher(), _data()
+        path = str(tmp_path / "teacher.npz")
+        compute_teacher_logits(_teacher(seed=1), (x, y), cache_path=path)
+        with pytest.raises(StaleCacheError, match="differs in: teacher_sha256"):
+            cache_teacher_logits(teacher, (x, y), np.zeros((50, 3)), cache_path=path)
+
+    def test_logits_that_do_not_fit_the_data_are_refused(self, tmp_path):
+        teacher, (x, y) = _teacher(), _data()
+        with pytest.raises(ValueError, match=r"`logits` must have shape \[N, K\] = \(50, 3\).*\(49, 3\)"):
+            cache_teacher_logits(teacher, (x, y), np.zeros((49, 3)), cache_path=str(tmp_path / "t.npz"))
+        assert not (tmp_path / "t.npz").exists()
 
 
 class TestOnlineTeacher:

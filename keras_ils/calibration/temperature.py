@@ -190,6 +190,11 @@ def _fit_temperatures(logits, labels, estimator="map", prior_scale=DEFAULT_PRIOR
     models (each pass covers them all); no warnings and no status.
     """
     low, high = _check_estimator(estimator, prior_scale, bounds)
+    return _solve(_models_data(logits, labels), estimator, prior_scale, (low, high), (low, high), max_passes)[0]
+
+
+def _models_data(logits, labels) -> solver.Logits:
+    """The solver's data of `[M, n, K]` logits and `[M, n]` labels (or labels that broadcast to it), checked."""
     logits = _numpy(logits)
     labels = np.asarray(labels, np.int64)
     if logits.ndim != 3 or 0 in logits.shape[:2] or logits.shape[2] < 2:
@@ -202,8 +207,31 @@ def _fit_temperatures(logits, labels, estimator="map", prior_scale=DEFAULT_PRIOR
             f"Received shape: {labels.shape}"
         ) from None
     _labels.check_labels_in_range(labels, logits.shape[2])
-    data = solver.Logits(logits.astype(np.float32, copy=False), labels)
-    return _solve(data, estimator, prior_scale, (low, high), (low, high), max_passes)[0]
+    return solver.Logits(logits.astype(np.float32, copy=False), labels)
+
+
+def _temperature_fits(logits, labels, estimator="map", prior_scale=DEFAULT_PRIOR_SCALE, bounds=None) -> list:
+    """Temperature scaling's reports for many models at once: `[M, n, K]` logits, `[M, n]` labels -> `M` fits.
+
+    Each is the `CalibratorFit` that `fit_calibrator("temperature", logits[m],
+    labels[m], return_fit=True)` reports (its `warning` not issued), from one
+    solve over all the models; `iterations` counts the passes they shared.
+    """
+    low, high = _check_estimator(estimator, prior_scale, bounds)
+    data = _models_data(logits, labels)
+    searched = (min(low, SEARCH_BOUNDS[0]), max(high, SEARCH_BOUNDS[1]))
+    temperatures, likelihoods, root, passes = _solve(data, estimator, prior_scale, (low, high), searched)
+    nlls = solver.nll_at(data, root, -np.log(temperatures))
+    n, fits = data.array.shape[1], []
+    for temperature, likelihood, nll in zip(temperatures.tolist(), likelihoods.tolist(), nlls.tolist(), strict=True):
+        likelihood = float(np.clip(likelihood, *SEARCH_BOUNDS))
+        prior = math.log(temperature) ** 2 / (2 * n * prior_scale**2) if estimator == "map" else 0.0
+        status, message = _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high)
+        fits.append(CalibratorFit(
+            "temperature", status, n, nll, nll + prior, passes, message,
+            temperature=temperature, maximum_likelihood=likelihood, estimator=estimator,
+        ))  # fmt: skip
+    return fits
 
 
 def _diagnosis(temperature, likelihood, n, estimator, prior_scale, low, high):
@@ -254,18 +282,7 @@ def _estimate(logits, labels, estimator, prior_scale, bounds) -> CalibratorFit:
 
 def _fit(logits, labels, estimator, prior_scale, bounds) -> CalibratorFit:
     """`_estimate` on `_checked` logits and labels."""
-    low, high = _check_estimator(estimator, prior_scale, bounds)
-    data = solver.Logits(logits[None], labels[None])
-    searched = (min(low, SEARCH_BOUNDS[0]), max(high, SEARCH_BOUNDS[1]))
-    temperature, likelihood, root, passes = _solve(data, estimator, prior_scale, (low, high), searched)
-    temperature, likelihood = float(temperature[0]), float(np.clip(likelihood[0], *SEARCH_BOUNDS))
-    nll = float(solver.nll_at(data, root, np.array([-math.log(temperature)]))[0])
-    prior = math.log(temperature) ** 2 / (2 * len(labels) * prior_scale**2) if estimator == "map" else 0.0
-    status, message = _diagnosis(temperature, likelihood, len(labels), estimator, prior_scale, low, high)
-    return CalibratorFit(
-        "temperature", status, len(labels), nll, nll + prior, passes, message,
-        temperature=temperature, maximum_likelihood=likelihood, estimator=estimator,
-    )  # fmt: skip
+    return _temperature_fits(logits[None], labels[None], estimator, prior_scale, bounds)[0]
 
 
 def _warn(fit: CalibratorFit) -> None:

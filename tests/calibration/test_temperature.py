@@ -14,7 +14,7 @@ from scipy.special import log_softmax
 import keras_ils
 from keras_ils import ILSLoss, TemperatureScaling, calibrate, teacher_targets
 from keras_ils.calibration import CalibratorFit, CalibratorFitWarning, TemperatureFitWarning, fit_calibrator
-from keras_ils.calibration.temperature import _fit_temperatures
+from keras_ils.calibration.temperature import _fit_temperatures, _temperature_fits
 
 
 def _nll(t, logits, labels):
@@ -240,6 +240,29 @@ class TestVectorised:
         for model in range(2):
             want = _scipy_optimum(_map_objective, (separated[model], labels[model], 0.5))
             assert regularised[model] == pytest.approx(want, rel=RTOL)
+
+    @pytest.mark.parametrize("estimator", ["mle", "map"])
+    def test_each_models_report_is_its_own_fit_and_its_scipy_optimum(self, estimator):
+        rng = np.random.default_rng(4)
+        labels = rng.integers(0, 4, (5, 120))
+        logits = (rng.normal(size=(5, 120, 4)) + 2 * np.eye(4)[labels]) * np.array([0.3, 1.0, 3.0, 9.0, 1.0])[
+            :, None, None
+        ]
+        logits[-1] = 9.0 * np.eye(4)[labels[-1]]  # separable: "regularised" under map, at a bound under mle
+        fits = _temperature_fits(logits, labels, estimator=estimator)
+        for model, fit in enumerate(fits):
+            alone = fit_calibrator("temperature", logits[model], labels[model], estimator=estimator, return_fit=True)
+            assert (fit.status, fit.num_examples, fit.estimator) == (alone[1].status, 120, estimator)
+            assert fit.temperature == pytest.approx(alone[1].temperature, rel=1e-9)
+            assert (fit.warning is None) == (alone[1].warning is None)
+            scaled = logits[model] / fit.temperature
+            nll = -np.mean(log_softmax(scaled, axis=1)[np.arange(120), labels[model]])
+            assert fit.nll == pytest.approx(nll, rel=1e-5, abs=1e-6)  # the scaled logits' own (to first order)
+            if fit.status == "fitted":
+                args = (logits[model], labels[model]) if estimator == "mle" else (logits[model], labels[model], 0.5)
+                want = _scipy_optimum(_nll if estimator == "mle" else _map_objective, args)
+                assert fit.temperature == pytest.approx(want, rel=RTOL)
+        assert fits[-1].status == ("regularised" if estimator == "map" else "at_bound")
 
 
 class TestDeprecatedNames:

@@ -21,7 +21,7 @@ makes them from the labels alone, ILS's, made once):
 3. every teacher-reading candidate on those logits; a method that borrows a
    value (`Method.borrows`: cLS takes LS's chosen epsilon, as the paper
    does) takes its lender's choice;
-4. every candidate's validation logits, temperature (`temperature._fit_temperatures`) and
+4. every candidate's validation logits, temperature fit (`temperature._temperature_fits`) and
    validation NLL as trained and temperature-scaled.
 
 Selection is the paper's: a method's row is its candidate with the lowest
@@ -129,7 +129,10 @@ class StudentSearch:
         weights: `[(kernel [M, in, out], bias [M, out]), ...]`, each
             candidate's best-epoch weights.
         val_nll: `[M]` validation NLL (hard labels) as trained.
-        temperatures: `[M]` each candidate's own temperature on validation.
+        temperature_fits: each candidate's temperature fit on validation, a
+            `CalibratorFit` (the teacher's is `teacher_fit`), its warning
+            not issued.
+        temperatures: `[M]` their temperatures.
         val_nll_scaled: `[M]` validation NLL after that temperature.
         epochs: `[M]` epochs each candidate trained.
         teacher_fit: the teacher's temperature fit, a `CalibratorFit` (its `T*`).
@@ -144,6 +147,7 @@ class StudentSearch:
     candidates: tuple
     weights: list
     val_nll: np.ndarray
+    temperature_fits: tuple
     temperatures: np.ndarray
     val_nll_scaled: np.ndarray
     epochs: np.ndarray
@@ -318,12 +322,17 @@ def search_students(
         ]
         epochs_run = np.concatenate([first.epochs, second.epochs])
         val_logits = np.concatenate([val_logits, vectorised.mlp_logits(second.weights, x_validation)])
-    labels = np.broadcast_to(y_validation, val_logits.shape[:2])
-    temperatures = temperature._fit_temperatures(val_logits, labels, estimator=estimator)
+    students_fits = []  # the teacher's is `teacher_fit`: each candidate's temperature is fitted once
+    if len(val_logits) > 1:
+        labels = np.broadcast_to(y_validation, (len(val_logits) - 1, len(y_validation)))
+        students_fits = temperature._temperature_fits(val_logits[1:], labels, estimator=estimator)
+    temperature_fits = (teacher_fit, *students_fits)
+    temperatures = np.array([fit.temperature for fit in temperature_fits])
     return StudentSearch(
         candidates=tuple(candidates),
         weights=weights,
         val_nll=_nll(val_logits, y_validation),
+        temperature_fits=temperature_fits,
         temperatures=temperatures,
         val_nll_scaled=_nll(val_logits / temperatures[:, None, None], y_validation),
         epochs=epochs_run,

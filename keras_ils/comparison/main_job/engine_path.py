@@ -12,13 +12,15 @@ candidates of its own is searched by KerasTuner (`keras_path.train_student`).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from keras_ils import methods
-from keras_ils.calibration import fit_calibrator
+from keras_ils.calibration import TemperatureFitWarning
 from keras_ils.comparison import networks
 from keras_ils.comparison.engine import students, vectorised
-from keras_ils.comparison.main_job.fitting import Setup, scaled, warnings_of
+from keras_ils.comparison.main_job.fitting import Setup, record_calibrated, record_student, scaled, warnings_of
 from keras_ils.comparison.main_job.keras_path import (
     ALGORITHMS,
     SearchSpec,
@@ -29,8 +31,8 @@ from keras_ils.comparison.main_job.keras_path import (
     teacher_method,
     train_student,
 )
-from keras_ils.comparison.main_job.report import Report, record_calibrated, record_student
-from keras_ils.teacher import TeacherLogits, compute_teacher_logits
+from keras_ils.comparison.main_job.report import Report
+from keras_ils.teacher import TeacherLogits, cache_teacher_logits
 
 __all__ = ["record_engine_method", "run_engine", "search_settings"]
 
@@ -87,14 +89,15 @@ def run_engine(setup: Setup, report: Report) -> dict:
     report.progress.rows((1 + len(config.methods)) * (1 + len(set(config.calibrators) | {"ts"})))  # raw, TempS, maps
     _record_teacher(setup, report, found)
     for method in engine_methods:
-        record_engine_method(setup, report, found, method, validation)
+        record_engine_method(setup, report, found, method)
     for method in others:
         student, used, extra = trained[method]
         record_student(setup, report, methods.get(method).name, student, used, **extra)
-    if config.teacher_cache is not None:  # the calibrated teacher's logits, kept (or checked against the file)
-        compute_teacher_logits(
+    if config.teacher_cache is not None:  # the calibrated teacher's logits the targets came from, kept (or checked)
+        cache_teacher_logits(
             found.keras_model(0),
             splits.train,
+            found.teacher_logits,
             temperature=found.teacher_fit.temperature,
             cache_path=config.teacher_cache,
         )
@@ -130,10 +133,9 @@ def _record_teacher(setup, report, found):
     record_calibrated(setup, report, name, teacher, {})
 
 
-def record_engine_method(setup: Setup, report: Report, found, method: str, validation) -> None:
+def record_engine_method(setup: Setup, report: Report, found, method: str) -> None:
     """A searched method's rows: its best candidate as trained, its best after temperature scaling, and the
     other calibrators' rows of the first."""
-    x_val, y_val = validation
     name, count = methods.get(method).name, len(found.indices(method))
     for temps in (False, True):
         index = found.best(method, temps=temps)
@@ -148,9 +150,10 @@ def record_engine_method(setup: Setup, report: Report, found, method: str, valid
             report.record(name, None, model, hyperparameters, **extra)
             chosen = (model, hyperparameters, extra)
             continue
-        with warnings_of(f"{name} + TempS"):
-            logits, estimator = found.logits(x_val, index), setup.config.temperature_estimator
-            fit = fit_calibrator("temperature", logits, y_val, estimator=estimator, return_fit=True)[1]
+        fit = found.temperature_fits[index]  # fitted once, in the search that chose it
+        if fit.warning:
+            with warnings_of(f"{name} + TempS"):
+                warnings.warn(fit.warning, TemperatureFitWarning, stacklevel=2)
         report.record(f"{name} + TempS", fit, scaled(model, fit.temperature), hyperparameters, **extra)
     model, hyperparameters, extra = chosen
     record_calibrated(setup, report, name, model, hyperparameters, **extra)

@@ -1,5 +1,8 @@
 """One network of the main job: its setup, its loss and data from the registry, trained, calibrated, saved, loaded.
 
+The calibrated rows are fitted here (`calibrated`, `record_student`, `record_calibrated`) and handed to a
+`report.Report`, which scores and writes them and fits nothing.
+
 `Setup` is a `RunConfig` completed for one dataset (recipe, strategy, search
 space, fixed values). `student_setup` builds a method's loss and training
 set from its `keras_ils.methods` entry: the entry's `teacher` says which
@@ -23,7 +26,7 @@ from keras_ils import metrics as _metrics
 from keras_ils.calibration import TemperatureScaling, calibrate
 from keras_ils.comparison import networks
 from keras_ils.comparison.engine import students, training
-from keras_ils.comparison.main_job.config import RunConfig, default_hyperparameters
+from keras_ils.comparison.main_job.config import CALIBRATORS, RunConfig, default_hyperparameters
 
 __all__ = [
     "TRAINING_SETS",
@@ -34,6 +37,8 @@ __all__ = [
     "keras_tuner_role",
     "load_model",
     "network",
+    "record_calibrated",
+    "record_student",
     "save_model",
     "warnings_of",
     "scaled",
@@ -300,3 +305,23 @@ def calibrated(model, setup: Setup, row: str | None = None):
     """`(model followed by its fitted TemperatureScaling, the CalibratorFit)`; its warnings name `row`."""
     with warnings_of(row or f"{model.name} + TempS"), setup.config.strategy.scope():
         return calibrate(model, setup.validation, estimator=setup.config.temperature_estimator, return_fit=True)
+
+
+def record_calibrated(setup, report, name, model, hyperparameters_used, **extra):
+    """The rows of the config's calibrators beyond temperature scaling: `model` calibrated on validation by each
+    map, then handed to `report` (a `report.Report`) to score."""
+    for method in setup.config.calibrators:
+        if method == "temperature":  # every model has its "+ TempS" row already
+            continue
+        suffix = CALIBRATORS[method]
+        with warnings_of(f"{name} + {suffix}"), setup.config.strategy.scope():
+            mapped, fit = calibrate(model, setup.validation, method=method, return_fit=True)
+        report.record(f"{name} + {suffix}", fit, mapped, hyperparameters_used, **extra)
+
+
+def record_student(setup, report, name, student, hyperparameters_used, **extra):
+    """The student's rows: as trained, and temperature-scaled on the validation set ("+ TempS")."""
+    report.record(name, None, student, hyperparameters_used, **extra)
+    student_scaled, fit = calibrated(student, setup, f"{name} + TempS")
+    report.record(f"{name} + TempS", fit, student_scaled, hyperparameters_used, **extra)
+    record_calibrated(setup, report, name, student, hyperparameters_used, **extra)

@@ -18,8 +18,15 @@ from keras_ils import methods, tuning
 from keras_ils.comparison.engine import training
 from keras_ils.comparison.main_job import fitting
 from keras_ils.comparison.main_job.budget import fixed_space, grid_size, hyperband_epochs, planned_fits, search_cost
-from keras_ils.comparison.main_job.fitting import TRAINING_SETS, Setup, calibrated, student_setup
-from keras_ils.comparison.main_job.report import Report, record_calibrated, record_student
+from keras_ils.comparison.main_job.fitting import (
+    TRAINING_SETS,
+    Setup,
+    calibrated,
+    record_calibrated,
+    record_student,
+    student_setup,
+)
+from keras_ils.comparison.main_job.report import Report
 from keras_ils.comparison.main_job.resume import same_search_settings, single_fit_student, student_settings
 from keras_ils.teacher import TeacherLogits, compute_teacher_logits
 

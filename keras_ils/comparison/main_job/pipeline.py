@@ -24,9 +24,16 @@ from keras_ils.comparison.engine import students
 from keras_ils.comparison.main_job import engine_path, keras_path
 from keras_ils.comparison.main_job.budget import fixed_space, planned_fits
 from keras_ils.comparison.main_job.config import RESULT_FILES, RunConfig
-from keras_ils.comparison.main_job.fitting import TRAINING_SETS, Setup, keras_tuner_role, uses_engine, wait_for
+from keras_ils.comparison.main_job.fitting import (
+    TRAINING_SETS,
+    Setup,
+    keras_tuner_role,
+    record_student,
+    uses_engine,
+    wait_for,
+)
 from keras_ils.comparison.main_job.progress import Progress
-from keras_ils.comparison.main_job.report import Report, record_student
+from keras_ils.comparison.main_job.report import Report
 from keras_ils.comparison.main_job.resume import same_search_settings
 from keras_ils.teacher import check_cache_data, compute_teacher_logits
 
@@ -64,17 +71,26 @@ def run(splits, config: RunConfig) -> dict:
         The results dict that `results.json` holds
         (`keras_ils.comparison.reporting.results`).
     """
+    _check_outputs(splits, config, "run")
+    return _run(Setup.make(splits, config))
+
+
+def _check_outputs(splits, config, command):
+    """An output directory, and a teacher-logits cache that belongs to these data, before anything trains."""
     if config.output_dir is None:
-        raise ValueError("Argument `config`: `run` needs `config.output_dir`, where its results go.")
+        raise ValueError(f"Argument `config`: `{command}` needs `config.output_dir`, where its results go.")
     if config.teacher_cache is not None and os.path.exists(config.teacher_cache):
         # an unreadable file, or one of other data, fails now, not after the teacher has trained
         check_cache_data(config.teacher_cache, splits.train, splits.num_classes)
-    setup = Setup.make(splits, config)
+
+
+def _run(setup: Setup) -> dict:
+    """`run` of a completed setup: the checks, then the vectorised engine or the KerasTuner path, the results."""
     config, engine = setup.config, uses_engine(setup)
     _check_run(setup, engine)
     progress = Progress(_planned_fits(setup, engine), config.verbose, config.log or print)
     with staged_directory(config.output_dir, RESULT_FILES) as staging:
-        report = Report(splits, staging, progress, config.conformal)
+        report = Report(setup.splits, staging, progress, config.conformal)
         search_space = config.search_space if isinstance(config.search_space, str) else "custom"
         header = engine_path.run_engine(setup, report) if engine else keras_path.run_keras(setup, report)
         settings = dict(tuned=config.tune, search_space=search_space)
@@ -187,11 +203,13 @@ def tune(splits, config: RunConfig) -> dict:
         distributed mode a worker returns `{"role": "worker", ...}`.
     """
     role = check_tune(config)
+    if role != "worker":  # a KerasTuner worker only trains trials; the chief writes the results
+        _check_outputs(splits, config, "tune")
     setup = Setup.make(splits, config)
     config = setup.config
     whole_grid = config.algorithm == "grid" and config.max_trials is None
     if config.engine == "auto" and role is None and whole_grid and uses_engine(setup):
-        return run(splits, config)
+        return _run(setup)  # the whole grid at once is run's search
     spec = keras_path.SearchSpec(setup, config.algorithm, config.max_trials, config.directory)
     os.makedirs(config.directory, exist_ok=True)
     same_search_settings(config.directory, setup)

@@ -15,11 +15,8 @@ import keras
 import numpy as np
 
 from keras_ils import conformal, data, evaluation, plots
-from keras_ils.calibration import calibrate
 from keras_ils.comparison.data.splits import taking_stored_features
 from keras_ils.comparison.engine import training
-from keras_ils.comparison.main_job.config import CALIBRATORS
-from keras_ils.comparison.main_job.fitting import calibrated, warnings_of
 from keras_ils.comparison.reporting import results as result_files
 
 __all__ = [
@@ -28,8 +25,6 @@ __all__ = [
     "TEST_SET_SIZES_FILE",
     "Report",
     "model_file",
-    "record_calibrated",
-    "record_student",
     "row",
     "slug",
 ]
@@ -119,22 +114,3 @@ class Report:
         title = f"{header['dataset']} / {header['model']}"
         plots.comparison(self.curves, scores, os.path.join(self.staging, "comparison.png"), title=title)
         return results
-
-
-def record_calibrated(setup, report, name, model, hyperparameters_used, **extra):
-    """The rows of the config's calibrators beyond temperature scaling: `model` calibrated on validation, each map."""
-    for method in setup.config.calibrators:
-        if method == "temperature":  # every model has its "+ TempS" row already
-            continue
-        suffix = CALIBRATORS[method]
-        with warnings_of(f"{name} + {suffix}"), setup.config.strategy.scope():
-            mapped, fit = calibrate(model, setup.validation, method=method, return_fit=True)
-        report.record(f"{name} + {suffix}", fit, mapped, hyperparameters_used, **extra)
-
-
-def record_student(setup, report, name, student, hyperparameters_used, **extra):
-    """The student's rows: as trained, and temperature-scaled on the validation set ("+ TempS")."""
-    report.record(name, None, student, hyperparameters_used, **extra)
-    student_scaled, fit = calibrated(student, setup, f"{name} + TempS")
-    report.record(f"{name} + TempS", fit, student_scaled, hyperparameters_used, **extra)
-    record_calibrated(setup, report, name, student, hyperparameters_used, **extra)

@@ -85,6 +85,9 @@ def test_validation_losses_temperatures_and_choices_match_an_independent_computa
         logits = search.keras_model(index).predict(x_val, verbose=0)
         temperature = _scipy_temperature(logits, y_val)
         assert search.temperatures[index] == pytest.approx(temperature, rel=1e-4)
+        fit = search.temperature_fits[index]  # the report the run records: one fit, not refitted
+        assert fit.temperature == search.temperatures[index] and fit.num_examples == len(y_val)
+        assert fit.nll == pytest.approx(_numpy_nll(logits / fit.temperature, y_val), rel=1e-4)
         val_nll.append(_numpy_nll(logits, y_val))
         scaled.append(_numpy_nll(logits / temperature, y_val))
     np.testing.assert_allclose(search.val_nll, val_nll, rtol=1e-5)

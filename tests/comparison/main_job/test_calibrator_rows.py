@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_ils.calibration import fit_calibrator
-from keras_ils.comparison.main_job import config, report
+from keras_ils.comparison.main_job import config, fitting, report
 
 
 class _Rows:
@@ -39,7 +39,7 @@ def test_each_calibrator_is_its_registry_map_in_a_row_named_after_it():
     rows = _Rows()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report.record_calibrated(setup, rows, "LS", model, {"epsilon": 0.1}, candidates=3)
+        fitting.record_calibrated(setup, rows, "LS", model, {"epsilon": 0.1}, candidates=3)
     suffixes = [suffix for method, suffix in config.CALIBRATORS.items() if method != "temperature"]
     assert [row[0] for row in rows.rows] == [f"LS + {suffix}" for suffix in suffixes]
     assert {"LS + Histogram", "LS + Isotonic", "LS + Ensemble TS", "LS + Venn-Abers"} <= {row[0] for row in rows.rows}
