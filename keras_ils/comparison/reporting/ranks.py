@@ -163,7 +163,7 @@ def friedman_test(scores, lower_is_better: bool = True) -> FriedmanResult:
         statistic=statistic,
         pvalue=_chi2_sf(statistic, df1),
         f_statistic=float(f_statistic),
-        f_pvalue=0.0 if math.isinf(f_statistic) else _f_sf(f_statistic, df1, df2),
+        f_pvalue=0.0 if math.isinf(f_statistic) else f_sf(f_statistic, df1, df2),
         df1=df1,
         df2=df2,
     )
@@ -261,8 +261,17 @@ def _chi2_sf(x, df):
     return math.exp(log_front) * _continued_fraction(lambda i: -i * (i - a), lambda i: x + 1 - a + 2 * i)
 
 
-def _f_sf(f, df1, df2):
-    """P(F(df1, df2) > f) = I_{df2 / (df2 + df1 f)}(df2 / 2, df1 / 2), the regularised incomplete beta."""
+def f_sf(f: float, df1: float, df2: float) -> float:
+    """P(F(df1, df2) > f) = I_{df2 / (df2 + df1 f)}(df2 / 2, df1 / 2), the regularised incomplete beta.
+
+    The F distribution's survival function without scipy (the Friedman test's F form; with `df1 = 1`, a t test's
+    two-sided p-value at `f = t^2`).
+
+    Example:
+
+    >>> round(f_sf(4.0, 1, 30), 4)  # scipy.stats.f.sf(4.0, 1, 30)
+    0.0546
+    """
     return _beta_regularised(df2 / (df2 + df1 * f), df2 / 2, df1 / 2)
 
 
@@ -411,6 +420,7 @@ __all__ = [
     "critical_difference",
     "critical_difference_diagram",
     "critical_value",
+    "f_sf",
     "friedman_test",
     "ranks",
 ]

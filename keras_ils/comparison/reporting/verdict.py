@@ -61,7 +61,7 @@ import numpy as np
 
 from keras_ils._checks import invalid, number_in
 from keras_ils._files import atomic_write
-from keras_ils.comparison.reporting.ranks import _f_sf
+from keras_ils.comparison.reporting.ranks import f_sf
 
 __all__ = [
     "FAMILIES",
@@ -155,7 +155,7 @@ def holm(pvalues) -> np.ndarray:
 
 def _two_sided_p(t: float, df: int) -> float:
     """P(|T| > |t|) for Student's T on `df` degrees of freedom: T squared is F(1, df)."""
-    return _f_sf(t * t, 1, df)
+    return f_sf(t * t, 1, df)
 
 
 def _t_quantile(confidence: float, df: int) -> float:
