@@ -34,8 +34,8 @@ EXAMPLES = """examples:
   keras-ils benchmark synthetic                  # the paper's 100-replicate synthetic protocol, appendix table
   keras-ils benchmark paper --table 3 --models resnet110 --datasets tfds:cifar10   # Table 3's columns, resumable"""
 
-# Checked against keras_ils.comparison.main_job.config and .synthetic_protocol by the tests; written out here so that
-# parsing imports no TensorFlow. The methods are checked against the registry after parsing (`_checked_methods`).
+# Written out so that parsing imports no TensorFlow; the tests check them against keras_ils.comparison.main_job.config
+# and keras_ils_experiments.synthetic_protocol. The methods are checked against the registry after parsing.
 RUN_METHODS = ("ls", "ils1", "ils2", "ils")  # run's default, the ILS family (config.DEFAULT_METHODS)
 TUNE_METHODS = ("ls", "ils")  # tune's default
 # the calibration registry's ids (keras_ils.calibration.METHODS, config.CALIBRATORS), and the short aliases run takes
@@ -107,8 +107,8 @@ def _add_common_arguments(parser):
         "--validation-size",
         type=int,
         default=None,
-        help="tfds only: a validation count instead of --validation-fraction, the last examples of the last "
-        "--train-splits split (the paper's SVHN: --train-splits train+extra --validation-size 6000, 598K/6K)",
+        help="synthetic: its validation examples (a multiple of 3, default 150); tfds: a count instead of --validation-"
+        "fraction, the last of the last --train-splits split (SVHN: --train-splits train+extra --validation-size 6000)",
     )
     parser.add_argument(
         "--train-splits",
@@ -459,9 +459,13 @@ def main(argv=None) -> int:
                 args.methods = _checked_methods(args)
             import keras_ils_experiments  # noqa: F401  (registers the paper's networks and tfds:NAME datasets)
             from keras_ils.comparison.main_job import commands
-            from keras_ils_experiments.commands import benchmark
 
-            code, text = commands.execute(args, benchmark=benchmark)
+            more = {}
+            if args.command == "benchmark":
+                from keras_ils_experiments.commands import benchmark
+
+                more = {"benchmark": benchmark}
+            code, text = commands.execute(args, **more)
     except KeyboardInterrupt:
         print(f"keras-ils: interrupted; {_INTERRUPTED.get(args.command, 'nothing written')}", file=sys.stderr)
         return 130

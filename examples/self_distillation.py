@@ -30,7 +30,6 @@ from keras_ils import distillation  # noqa: E402
 from keras_ils.comparison import networks  # noqa: E402
 from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
 from keras_ils.comparison.engine import training  # noqa: E402
-from keras_ils_experiments.zoo import recipes  # noqa: E402
 
 PAPER = {  # paper appendix, self-distillation table: accuracy, cross-entropy, ECE, cwECE (authors' variant)
     "Bayes-optimal": (0.8192, 0.4451, 0.0137, 0.0338),
@@ -92,7 +91,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="20 epochs, 500 test points per class (smoke test)")
     args = parser.parse_args(argv)
-    recipe = recipes.recipe_for("mlp", epochs=20 if args.quick else None)
+    recipe = networks.recipe_for("mlp", epochs=20 if args.quick else None)
     n_test = 500 if args.quick else 5000
     tf.get_logger().setLevel("ERROR")
 

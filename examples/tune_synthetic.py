@@ -31,7 +31,6 @@ from keras_ils import tuning  # noqa: E402
 from keras_ils.comparison import networks  # noqa: E402
 from keras_ils.comparison.data import datasets, synthetic  # noqa: E402
 from keras_ils.comparison.engine import training  # noqa: E402
-from keras_ils_experiments.zoo import recipes  # noqa: E402
 
 # Appendix table (tab:appendix-synthetic2), 100 replicates: accuracy, acc dense, acc sparse, CE, ECE, paper-cwECE.
 PAPER = {
@@ -57,7 +56,7 @@ def teacher(splits, validation, epochs, seed):
         loss=keras_ils.ILSLoss(method="none"),
         metrics=[keras_ils.metrics.NegativeLogLikelihood(from_logits=True)],
     )
-    training.fit(model, splits.train, splits.validation, recipes.recipe_for("mlp", epochs=epochs), monitor="val_nll")
+    training.fit(model, splits.train, splits.validation, networks.recipe_for("mlp", epochs=epochs), monitor="val_nll")
     return keras_ils.calibrate(model, validation)
 
 

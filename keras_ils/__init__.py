@@ -10,8 +10,9 @@ guarantee), `keras_ils.plots` and `keras_ils.tuning` (KerasTuner).
 verdict.
 `import keras_ils` costs what `import keras` costs: KerasTuner loads on the
 first use of `keras_ils.tuning` or `keras_ils.compare`, matplotlib on the
-first plot. The paper's machinery is a sibling package, `keras_ils_experiments`
-(the `experiments` extra), built on this library and never imported by it.
+first plot. The paper's machinery is a sibling package installed beside it,
+`keras_ils_experiments` (its `experiments` extra brings tensorflow-datasets),
+built on this library and never imported by it.
 """
 
 import importlib

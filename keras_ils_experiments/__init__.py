@@ -1,9 +1,10 @@
 """The paper's experiment machinery, built on the `keras_ils` library and never imported by it.
 
-Installed with the `experiments` extra (`pip install "keras-ils[experiments]"`, which brings
-tensorflow-datasets). Importing it registers the paper's networks (`--model lenet`, `resnet20`, ...) and
-tensorflow-datasets' catalogue (`--dataset tfds:NAME`) with the library's comparison; the `keras-ils`
-command imports it.
+Installed beside the library (one distribution, two packages: `keras_ils` never imports this one); the
+`experiments` extra (`pip install "keras-ils[experiments]"`) brings what it needs beyond the library,
+tensorflow-datasets, for `tfds:NAME` datasets. Importing it registers the paper's networks (`--model lenet`,
+`resnet20`, ...) and tensorflow-datasets' catalogue (`--dataset tfds:NAME`) with the library's comparison;
+the `keras-ils` command imports it.
 
 | module               | what it holds                                                                     |
 |----------------------|-----------------------------------------------------------------------------------|
@@ -27,6 +28,13 @@ from keras_ils.comparison.data import datasets
 from keras_ils_experiments import zoo
 from keras_ils_experiments.tfds_loader import load_tfds
 
-datasets.register_source("tfds", load_tfds)
+
+def _tfds_source(name, *, seed, **settings):
+    """`load_tfds` as a dataset source: tfds' splits are fixed by their split strings, so `seed` changes nothing."""
+    del seed
+    return load_tfds(name, **settings)
+
+
+datasets.register_source("tfds", _tfds_source)
 
 __all__ = ["load_tfds", "zoo"]

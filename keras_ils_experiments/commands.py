@@ -9,6 +9,8 @@ __all__ = ["benchmark"]
 
 
 def benchmark(args) -> str:
+    """`keras-ils benchmark synthetic|paper`: the synthetic protocol or a paper table, written to `--output-dir`;
+    returns the table printed on stdout."""
     import shlex
 
     from keras_ils._files import check_writable

@@ -161,7 +161,7 @@ def test_budget_search_needs_two_epochs(tmp_path, capsys):
         (["--p1", "1.5"], "Invalid value for argument `p1`"),
         (["--model", "vgg"], "Invalid value for argument `model`"),
         (["--validation-size", "0"], "Invalid value for argument `--validation-size`"),
-        (["--validation-size", "100"], "apply to tfds datasets only"),
+        (["--validation-size", "100"], "Expected a multiple of 3 for the synthetic task"),
         (["--train-splits", "train+extra"], "apply to tfds datasets only"),
     ],
 )

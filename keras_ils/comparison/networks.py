@@ -34,7 +34,9 @@ import keras
 from keras_ils._checks import integer_at_least, number_in
 
 __all__ = [
+    "CNN_NETWORKS",
     "CUSTOM_RECIPE",
+    "MLP_NETWORKS",
     "MLP_RECIPE",
     "Network",
     "Recipe",
@@ -164,8 +166,8 @@ def mlp_shape(name: str) -> tuple[int, int] | None:
     """
     if name == "mlp":
         return 5, 64
-    match = re.fullmatch(r"mlp-(\d+)-(\d+)", name)
-    if match and int(match[1]) >= 1 and int(match[2]) >= 1:
+    match = re.fullmatch(r"mlp-([1-9]\d*)-([1-9]\d*)", name)
+    if match:
         return int(match[1]), int(match[2])
     return None
 
@@ -195,36 +197,55 @@ def _cnn(name, num_classes, input_shape, weight_decay):
     return cnn(num_classes, input_shape, weight_decay=weight_decay)
 
 
-_FAMILIES = [
-    Network(r"mlp|mlp-[1-9]\d*-[1-9]\d*", _mlp, lambda name, dataset: MLP_RECIPE, "mlp, mlp-D-W"),
-    Network("cnn", _cnn, lambda name, dataset: CUSTOM_RECIPE, "cnn"),
-]
+# the library's families: always tried first, so their names (and `uses_engine`'s reading of `mlp-D-W`) stay theirs
+MLP_NETWORKS = Network(r"mlp|mlp-[1-9]\d*-[1-9]\d*", _mlp, lambda name, dataset: MLP_RECIPE, "mlp, mlp-D-W")
+CNN_NETWORKS = Network("cnn", _cnn, lambda name, dataset: CUSTOM_RECIPE, "cnn")
+_LIBRARY = (MLP_NETWORKS, CNN_NETWORKS)
+_REGISTERED = []  # `register`'s, in order
 
 
 def register(network: Network) -> None:
-    """Makes `network`'s names known to `build`, `recipe_for` and the command's `--model` (later ones win).
+    r"""Makes `network`'s names known to `build`, `recipe_for` and the command's `--model`.
 
-    Example:
+    The library's names (`mlp`, `mlp-D-W`, `cnn`) stay the library's; among
+    registered families the last registered wins, and registering a pattern
+    again replaces its family. For example, a family of one-layer MLPs of
+    any width, `wide-W`:
 
-    >>> register(Network("tiny", lambda name, k, shape, wd: mlp(k, shape, 1, 8, name=name), lambda name, dataset:
-    ...     MLP_RECIPE, "tiny"))
-    >>> build("tiny", 3, (2,)).count_params()
-    51
+        register(Network(r"wide-\d+", lambda name, k, shape, wd: mlp(k, shape, 1, int(name[5:]), name=name),
+                         lambda name, dataset: CUSTOM_RECIPE, "wide-W"))
+        build("wide-32", 10, (64,))
     """
     if not isinstance(network, Network):
         raise TypeError(f"`register` takes a `Network`. Received: network={network!r} of type {type(network)}")
-    _FAMILIES.append(network)
+    try:
+        re.compile(network.pattern)
+    except (re.error, TypeError) as error:
+        raise ValueError(
+            f"Invalid value for `Network.pattern`. Expected a regular expression. Received: {network.pattern!r} "
+            f"({error})"
+        ) from None
+    for field in ("build", "recipe"):
+        if not callable(getattr(network, field)):
+            raise TypeError(f"`Network.{field}` must be a function. Received: {getattr(network, field)!r}")
+    _REGISTERED[:] = [known for known in _REGISTERED if known.pattern != network.pattern] + [network]
 
 
 def network_family(name: str) -> Network:
-    """The registered `Network` that takes `name`; a `ValueError` listing the known names when none does."""
-    for network in reversed(_FAMILIES):  # the last registered first
+    """The `Network` that takes `name`; a `ValueError` listing the known names when none does.
+
+    Example:
+
+    >>> network_family("mlp-2-8") is network_family("mlp") is MLP_NETWORKS
+    True
+    """
+    for network in (*_LIBRARY, *reversed(_REGISTERED)):
         if isinstance(name, str) and re.fullmatch(network.pattern, name):
             return network
-    known = ", ".join(network.names for network in _FAMILIES)
+    known = ", ".join(network.names for network in (*_LIBRARY, *_REGISTERED))
+    hint = "" if _REGISTERED else "; `import keras_ils_experiments` adds the paper's: lenet, resnet20, wrn-28-10, ..."
     raise ValueError(
-        f"Invalid value for argument `model`. Expected a registered network name ({known}; `import "
-        f"keras_ils_experiments` adds the paper's: lenet, resnet20, densenet40, wrn-28-10, ...). Received: "
+        f"Invalid value for argument `model`. Expected a registered network name ({known}{hint}). Received: "
         f"model={name!r}"
     )
 

@@ -295,8 +295,8 @@ def compare(
         target: the label column of a table.
         build_model: `build_model(num_classes) -> keras.Model`, a new
             uncompiled network that outputs logits; defaults to the package's
-            MLP (vectors; ResNet-20 for images), which the vectorised engine
-            trains whole grids of at once. Yours trains by `model.fit` in
+            MLP on vectors, which the vectorised engine trains whole grids
+            of at once, and its small CNN on images (`networks.cnn`). Yours trains by `model.fit` in
             KerasTuner searches (`CUSTOM_RECIPE`: Adam 1e-3, early stopping).
         methods: ids of `keras_ils.methods` (`"all"`: every selectable one).
             Defaults to the ILS family: LS, ILS1, ILS2, ILS.

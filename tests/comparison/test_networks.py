@@ -47,23 +47,54 @@ def test_a_step_schedule_multiplies_at_its_milestones():
     assert [recipe.learning_rate_at(epoch) for epoch in (0, 2, 3, 7, 8, 9)] == [0.1, 0.1, 0.05, 0.05, 0.025, 0.025]
 
 
-@pytest.mark.parametrize("name", ["mlp-0-4", "mlp-2", "resnet2x", "", 3])
-def test_an_unknown_name_lists_the_known_ones(name):
+@pytest.mark.parametrize("name", ["mlp-0-4", "mlp-01-4", "mlp-2", "resnet2x", "", 3])
+def test_an_unknown_name_lists_the_known_ones(monkeypatch, name):
+    monkeypatch.setattr(networks, "_REGISTERED", [])  # the library alone
     with pytest.raises(ValueError, match=r"Invalid value for argument `model`\. Expected a registered network name "
-                       r"\(.*mlp, mlp-D-W.*cnn"):  # fmt: skip
+                       r"\(mlp, mlp-D-W, cnn; `import keras_ils_experiments` adds the paper's"):  # fmt: skip
         networks.build(name, 3, (2,))
+    if isinstance(name, str):
+        assert networks.mlp_shape(name) is None  # the vectorised engine reads the same names
 
 
 def test_a_registered_family_builds_and_trains_by_its_recipe(monkeypatch):
-    monkeypatch.setattr(networks, "_FAMILIES", list(networks._FAMILIES))  # the registry as it was, afterwards
+    monkeypatch.setattr(networks, "_REGISTERED", [])  # the registry as it was, afterwards
     recipe = networks.Recipe(epochs=3)
     wide = networks.Network(r"wide-\d+", lambda name, k, shape, wd: networks.mlp(k, shape, 1, int(name[5:])),
                             lambda name, dataset: recipe, "wide-N")  # fmt: skip
     networks.register(wide)
     assert networks.build("wide-9", 3, (2,)).layers[0].kernel.shape == (2, 9)
-    assert networks.recipe_for("wide-9") == recipe and networks.network_family("mlp") is not wide
-    with pytest.raises(TypeError, match="`register` takes a `Network`"):
-        networks.register("wide")
+    assert networks.recipe_for("wide-9") == recipe and networks.network_family("wide-9") is wide
+    again = networks.Network(wide.pattern, wide.build, wide.recipe, "wide-N, again")
+    networks.register(again)  # the same pattern: replaced, not listed twice
+    assert networks._REGISTERED == [again]
+    with pytest.raises(ValueError, match=r"\(mlp, mlp-D-W, cnn, wide-N, again\)\. Received: model='nope'"):
+        networks.build("nope", 3, (2,))  # no hint about the paper's networks once some are registered
+
+
+def test_the_librarys_names_stay_the_librarys(monkeypatch):
+    monkeypatch.setattr(networks, "_REGISTERED", [])
+    greedy = networks.Network(r".*", lambda *args: None, lambda name, dataset: networks.CUSTOM_RECIPE, "anything")
+    networks.register(greedy)
+    assert networks.network_family("mlp-3-32") is networks.MLP_NETWORKS  # what the vectorised engine trains
+    assert networks.network_family("cnn") is networks.CNN_NETWORKS
+    assert networks.network_family("lenet") is greedy
+
+
+@pytest.mark.parametrize(
+    "network, error, match",
+    [
+        ("wide", TypeError, "`register` takes a `Network`"),
+        (networks.Network("(", print, print, "x"), ValueError, r"`Network.pattern`\. Expected a regular expression"),
+        (networks.Network("x", None, print, "x"), TypeError, r"`Network.build` must be a function"),
+        (networks.Network("x", print, "adam", "x"), TypeError, r"`Network.recipe` must be a function"),
+    ],
+)
+def test_register_refuses_what_cannot_be_a_family(monkeypatch, network, error, match):
+    monkeypatch.setattr(networks, "_REGISTERED", [])
+    with pytest.raises(error, match=match):
+        networks.register(network)
+    assert networks._REGISTERED == []
 
 
 def test_a_dataset_catalogue_by_prefix(monkeypatch):
@@ -79,5 +110,12 @@ def test_a_dataset_catalogue_by_prefix(monkeypatch):
     datasets.register_source("mine", load_mine)
     assert datasets.load("mine:abc", validation_fraction=0.25).name == "synthetic"
     assert seen["name"] == "abc" and seen["validation_fraction"] == 0.25 and seen["train_splits"] == ("train",)
-    with pytest.raises(TypeError, match="`register_source` takes a prefix"):
+    assert seen["seed"] == 0
+    datasets.load("mine:abc", validation_size=7, seed=3)  # a registered catalogue takes the tfds-style settings
+    assert (seen["validation_size"], seen["seed"]) == (7, 3)
+    with pytest.raises(ValueError, match=r"Unknown dataset 'other:abc'.*\(mine:NAME, e\.g\. tfds:cifar10\)"):
+        datasets.load("other:abc")
+    with pytest.raises(ValueError, match=r"Invalid value for argument `prefix`\. Expected an identifier"):
         datasets.register_source("not an identifier", load_mine)
+    with pytest.raises(TypeError, match=r"Argument `loader` must be a function"):
+        datasets.register_source("mine", "load_mine")

@@ -1,4 +1,7 @@
-"""Datasets by name for the command line: the synthetic task, any tfds name, a user's `.npz` or `.csv` table.
+"""Datasets by name for the command line: the synthetic task, a user's `.npz` or `.csv` table, `PREFIX:NAME`.
+
+`PREFIX:NAME` names a dataset of a registered catalogue (`register_source`):
+`import keras_ils_experiments` registers `tfds`, tensorflow-datasets' (`tfds:cifar10`).
 
 Every loader returns `Splits`: unbatched `(x, y)` datasets in a fixed order,
 features as float32 (images standardised per channel with training-set
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from keras_ils._checks import integer_at_least
 from keras_ils.comparison.data import synthetic
 from keras_ils.comparison.data.npz import NPZ_KEYS, load_npz
 from keras_ils.comparison.data.splits import (
@@ -52,13 +56,14 @@ _SOURCES = {}
 def register_source(prefix: str, loader) -> None:
     """Makes `load("PREFIX:NAME", ...)` call `loader(NAME, **settings)`, for a catalogue of datasets by name.
 
-    `loader` takes the name and the keywords `data_dir`, `validation_fraction`, `num_classes`,
-    `validation_size` and `train_splits`, and returns `Splits`.
+    `loader` takes the name and the keywords `data_dir`, `validation_fraction`, `num_classes`, `seed`,
+    `validation_size` and `train_splits` (`load`'s, passed on), and returns `Splits`. A prefix registered
+    again is replaced.
     """
-    if not (isinstance(prefix, str) and prefix.isidentifier()) or not callable(loader):
-        raise TypeError(
-            f"`register_source` takes a prefix (an identifier) and a function. Received: {prefix!r}, {loader!r}"
-        )
+    if not (isinstance(prefix, str) and prefix.isidentifier()):
+        raise ValueError(f"Invalid value for argument `prefix`. Expected an identifier. Received: prefix={prefix!r}")
+    if not callable(loader):
+        raise TypeError(f"Argument `loader` must be a function. Received: loader={loader!r}")
     _SOURCES[prefix] = loader
 
 
@@ -92,6 +97,20 @@ def _check_target(spec: str, target) -> None:
         )
 
 
+def _per_class(validation_size) -> int:
+    """The synthetic task's validation examples per class: `validation_size / 3`, 50 when `None`."""
+    if validation_size is None:
+        return 50
+    classes = synthetic.NUM_CLASSES
+    integer_at_least("validation_size", validation_size, 2 * classes)
+    if validation_size % classes:
+        raise ValueError(
+            f"Invalid value for argument `validation_size`. Expected a multiple of {classes} for the synthetic task "
+            f"(as many examples of each class). Received: validation_size={validation_size}"
+        )
+    return validation_size // classes
+
+
 def load(
     spec: str,
     *,
@@ -107,10 +126,12 @@ def load(
 
     `validation_fraction` (default 20 %) applies to tfds, `.npz` and `.csv`
     data (for a table, the share of the rows left once its test set, 20 %, is
-    set aside); the synthetic task has its own validation set (50 per class).
-    `num_classes`, when given, must match the synthetic task's 3, a tfds
-    dataset's and a table's count, and bounds the labels of a `.npz`. `validation_size` and `train_splits`
-    are `load_tfds`'s (tfds only): `load("tfds:svhn_cropped",
+    set aside); the synthetic task draws its own validation set, 150
+    examples (50 per class), or `validation_size` (a multiple of 3: as
+    many per class). `num_classes`, when given, must match the synthetic
+    task's 3, a tfds dataset's and a table's count, and bounds the labels of
+    a `.npz`. `validation_size` and `train_splits` are otherwise a registered
+    catalogue's (`load_tfds`'s): `load("tfds:svhn_cropped",
     train_splits=("train", "extra"), validation_size=6000)` is the paper's
     598K/6K SVHN split.
 
@@ -122,26 +143,30 @@ def load(
     check_num_classes(num_classes)
     _check_target(spec, target)
     prefix, colon, name = spec.partition(":")
-    if not colon and (validation_size is not None or tuple(train_splits) != ("train",)):
+    registered = colon and prefix in _SOURCES
+    synthetic_size = spec == "synthetic" and tuple(train_splits) == ("train",)
+    if not (registered or synthetic_size) and (validation_size is not None or tuple(train_splits) != ("train",)):
         raise ValueError(
-            f"`validation_size` and `train_splits` apply to tfds datasets only. Received: validation_size="
+            f"`validation_size` and `train_splits` apply to tfds datasets only (and `validation_size` to the "
+            f"synthetic task). Received: validation_size="
             f"{validation_size!r}, train_splits={train_splits!r} for dataset {spec!r}"
         )
     if spec == "synthetic":
         check_fraction(validation_fraction)
         check_known_classes("the synthetic task", synthetic.NUM_CLASSES, num_classes)
-        return load_synthetic(seed=seed)
+        return load_synthetic(seed=seed, n_validation=_per_class(validation_size))
     if colon and prefix == "tfds" and prefix not in _SOURCES:
         raise ValueError(
             f"tfds datasets come with the paper's machinery: install `keras-ils[experiments]` (it brings "
             f"tensorflow-datasets) and `import keras_ils_experiments` (the command does). Received: dataset={spec!r}"
         )
-    if colon and prefix in _SOURCES:
+    if registered:
         return _SOURCES[prefix](
             name,
             data_dir=data_dir,
             validation_fraction=validation_fraction,
             num_classes=num_classes,
+            seed=seed,
             validation_size=validation_size,
             train_splits=train_splits,
         )
@@ -151,9 +176,10 @@ def load(
         splits = table_splits(spec, target, validation_fraction=validation_fraction, seed=seed)
         check_known_classes(spec, splits.num_classes, num_classes)
         return splits
+    sources = ", ".join(f"{known}:NAME" for known in sorted(_SOURCES)) or "tfds:NAME with keras_ils_experiments"
     raise ValueError(
-        f"Unknown dataset {spec!r}. Expected 'synthetic', 'tfds:NAME' (e.g. tfds:cifar10), a path to a .npz file or "
-        "a path to a .csv file (with `target`)."
+        f"Unknown dataset {spec!r}. Expected 'synthetic', a path to a .npz file, a path to a .csv file (with "
+        f"`target`) or a registered catalogue's name ({sources}, e.g. tfds:cifar10)."
     )
 
 

@@ -12,6 +12,7 @@ candidates of its own is searched by KerasTuner (`keras_path.train_student`).
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -87,15 +88,16 @@ def run_engine(setup: Setup, report: Report) -> dict:
     teacher_logits = TeacherLogits(found.teacher_logits, np.asarray(y_train, np.int64), None)
     trained = _train_others(setup, report, found, others, teacher_logits)
     report.progress.rows((1 + len(config.methods)) * (1 + len(set(config.calibrators) | {"ts"})))  # raw, TempS, maps
-    _record_teacher(setup, report, found)
+    model_of = functools.cache(found.keras_model)  # each candidate's Keras model built once, for all its rows
+    _record_teacher(setup, report, found, model_of)
     for method in engine_methods:
-        record_engine_method(setup, report, found, method)
+        record_engine_method(setup, report, found, method, model_of)
     for method in others:
         student, used, extra = trained[method]
         record_student(setup, report, methods.get(method).name, student, used, **extra)
     if config.teacher_cache is not None:  # the calibrated teacher's logits the targets came from, kept (or checked)
         cache_teacher_logits(
-            found.keras_model(0),
+            model_of(0),
             splits.train,
             found.teacher_logits,
             temperature=found.teacher_fit.temperature,
@@ -125,17 +127,17 @@ def _train_others(setup, report, found, others, teacher_logits) -> dict:
     return trained
 
 
-def _record_teacher(setup, report, found):
+def _record_teacher(setup, report, found, model_of):
     """The teacher's rows: as trained, temperature-scaled by its `T*`, and the other calibrators'."""
-    name, teacher = methods.get(teacher_method()).name, found.keras_model(0)
+    name, teacher = methods.get(teacher_method()).name, model_of(0)
     report.record(name, None, teacher, {})
     report.record(f"{name} + TempS", found.teacher_fit, scaled(teacher, found.teacher_fit.temperature), {})
     record_calibrated(setup, report, name, teacher, {})
 
 
-def record_engine_method(setup: Setup, report: Report, found, method: str) -> None:
+def record_engine_method(setup: Setup, report: Report, found, method: str, model_of) -> None:
     """A searched method's rows: its best candidate as trained, its best after temperature scaling, and the
-    other calibrators' rows of the first."""
+    other calibrators' rows of the first; `model_of(index)` gives a candidate's Keras model."""
     name, count = methods.get(method).name, len(found.indices(method))
     for temps in (False, True):
         index = found.best(method, temps=temps)
@@ -145,7 +147,7 @@ def record_engine_method(setup: Setup, report: Report, found, method: str) -> No
         }
         # the fixed settings and derived values beside the tuned ones, as the keras path reports them (MbLS's alpha)
         hyperparameters = methods.get(method).reported(setup.splits.num_classes, **found.candidates[index][1])
-        model = found.keras_model(index)
+        model = model_of(index)
         if not temps:
             report.record(name, None, model, hyperparameters, **extra)
             chosen = (model, hyperparameters, extra)

@@ -241,8 +241,8 @@ def tune(splits, config: RunConfig) -> dict:
 
 def _search_of(setup, method, teacher_scaled) -> tuple:
     """`(space, training set)` of `method`'s search in `tune`: its grid, and its targets from the calibrated teacher's
-    logits, cached in the search directory."""
-    cache = os.path.join(setup.config.directory, "teacher_logits.npz")
+    logits, cached at `teacher_cache`, else in the search directory (as `run` caches them)."""
+    cache = setup.config.teacher_cache or os.path.join(setup.config.directory, "teacher_logits.npz")
     teacher_logits = compute_teacher_logits(teacher_scaled, setup.splits.train, cache_path=cache)
     space = fixed_space(method, setup.config.search_space, {})
     return space, TRAINING_SETS[methods.get(method).teacher](setup.splits, teacher_logits)

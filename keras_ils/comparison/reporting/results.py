@@ -64,11 +64,12 @@ def temperature_note(results: dict) -> str | None:
     if not worse:
         return None
     scaled = sum(name.endswith(" + TempS") for name in nll)
+    larger = "--validation-size 600" if results["dataset"] == "synthetic" else "--validation-fraction"
     return (
         f"Note: + TempS is worse than its network on {len(worse)} of {scaled} rows. T* is fitted on the "
         f"{results['validation_examples']} validation examples (No LS: T* = {results['teacher_temperature']:.3f}, "
         f"test NLL {nll['No LS']:.4f} -> {nll['No LS + TempS']:.4f}); with so few, T* follows the validation draw "
-        "more than the test set. Compare over seeds (--seeds 3) or with a larger validation split."
+        f"more than the test set. Compare over seeds (--seeds 3) or with a larger validation split ({larger})."
     )
 
 

@@ -266,6 +266,16 @@ class TestPreprocessingRecorded:
         assert splits_module.preprocessing_layer(None) is None
 
 
+def test_the_synthetic_tasks_validation_size_is_drawn_per_class():
+    splits = datasets.load("synthetic", validation_size=600, seed=1)
+    labels = np.array([int(y) for _, y in splits.validation])
+    np.testing.assert_array_equal(np.bincount(labels), [200, 200, 200])
+    assert int(splits.train.cardinality()) == 150  # only the validation draw grows
+    for size, match in ((100, "Expected a multiple of 3"), (3, "Expected an int >= 6")):
+        with pytest.raises(ValueError, match=rf"Invalid value for argument `validation_size`\. {match}"):
+            datasets.load("synthetic", validation_size=size)
+
+
 def test_validation_size_and_train_splits_are_for_tfds_only(tmp_path):
     with pytest.raises(ValueError, match="apply to tfds datasets only"):
         datasets.load(_npz(tmp_path), validation_size=10)
