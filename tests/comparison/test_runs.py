@@ -99,6 +99,21 @@ def test_a_dataframe_with_a_target_column(iris, tmp_path):
     assert model.predict(columns, verbose=0).shape == (4, 3)
 
 
+def test_images_without_a_network_get_the_librarys_cnn(tmp_path):
+    rng = np.random.default_rng(0)
+    y = np.arange(90) % 3
+    x = rng.normal(size=(90, 6, 6, 1)).astype("float32") + y[:, None, None, None]  # learnable: the class shifts all
+    found = _quietly(x=x, y=y, output_dir=str(tmp_path / "i"), **FAST)
+    assert found.runs[0]["model"] == "cnn" and found.runs[0]["engine"] == "keras-tuner"
+    model = found.models["LS"]
+
+    def layers(layer):  # the saved model wraps the network (the stored images' preprocessing first)
+        return [layer, *(inner for sub in getattr(layer, "layers", []) for inner in layers(sub))]
+
+    assert sum(isinstance(layer, keras.layers.Conv2D) for layer in layers(model)) == 2
+    assert model.predict(x[:5], verbose=0).shape == (5, 3)
+
+
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
