@@ -63,6 +63,13 @@ class Comparison:
         return [row["model"] for row in self.runs[0]["rows"]]
 
     @property
+    def class_names(self) -> tuple | None:
+        """What each output column stands for, where the data named the classes (a table's target values, sorted):
+        column `k` of every model's output is `class_names[k]`; `None` for labels given as class indices."""
+        names = self.runs[0].get("class_names")
+        return None if names is None else tuple(names)
+
+    @property
     def table(self):
         """Every row's test scores, averaged over the seeds: a pandas DataFrame (index: row) where pandas is
         installed, else a list of dicts."""

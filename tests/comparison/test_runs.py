@@ -36,6 +36,7 @@ def two_seeds(iris, tmp_path_factory):
 def test_the_comparison_holds_every_seed_the_table_the_verdict_and_the_models(two_seeds, iris):
     found, directory = two_seeds
     assert found.rows == ["No LS", "No LS + TempS", "LS", "LS + TempS"] and [r["seed"] for r in found.runs] == [4, 5]
+    assert found.class_names is None  # labels given as class indices
     table = found.table
     assert list(table.index) == found.rows
     for name in found.rows:  # each score the mean over the seeds' results.json
@@ -97,6 +98,8 @@ def test_a_dataframe_with_a_target_column(iris, tmp_path):
     model = found.models["LS"]
     columns = {name.replace(" ", "_"): frame[name].to_numpy()[:4, None] for name in frame.columns[:4]}
     assert model.predict(columns, verbose=0).shape == (4, 3)
+    assert found.class_names == ("setosa", "versicolor", "virginica")  # output column k is class_names[k]
+    assert json.loads((tmp_path / "t" / "results.json").read_text())["class_names"] == list(found.class_names)
 
 
 def test_images_without_a_network_get_the_librarys_cnn(tmp_path):

@@ -104,6 +104,8 @@ class Setup:
         config = self.config
         recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config.recipe).items()}
         head = {"dataset": self.splits.name, "model": config.model_name, "seed": config.seed}
+        if self.splits.class_names is not None:  # a table's target values: what output column k stands for
+            head["class_names"] = list(self.splits.class_names)
         teacher = {
             "teacher_temperature": teacher_fit.temperature,
             "teacher_temperature_status": teacher_fit.status,
