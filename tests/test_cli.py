@@ -89,6 +89,9 @@ def test_run_with_fixed_values_trains_one_student_per_method(piped_fixed_run):
     assert "not tuned" in result.stdout
 
 
+# 10-14 s: a whole run with cross-fitted teachers; by default their parts run alone (test_students' teacher folds,
+# test_stored_features' raw-feature models, test_calibrator_rows' maps)
+@pytest.mark.slow
 def test_run_on_an_npz_with_a_chosen_mlp_and_cross_fitted_teachers(tmp_path, capsys):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(160, 5))

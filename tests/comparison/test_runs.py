@@ -102,6 +102,19 @@ def test_a_dataframe_with_a_target_column(iris, tmp_path):
     assert json.loads((tmp_path / "t" / "results.json").read_text())["class_names"] == list(found.class_names)
 
 
+def test_the_default_network_is_the_mlp_on_vectors_and_the_cnn_on_images():
+    from keras_ils.comparison.data.arrays import array_splits
+    from keras_ils.comparison.main_job.config import RunConfig
+
+    y = np.arange(60) % 3
+    for shape, name in (((60, 4), "mlp"), ((60, 6, 6), "cnn"), ((60, 6, 6, 2), "cnn")):
+        x = np.zeros(shape, "float32") + y.reshape(-1, *[1] * (len(shape) - 1))
+        splits = array_splits(x, y, test_fraction=0.2, validation_fraction=0.2)
+        assert RunConfig().model_for(splits) == name
+        assert keras_ils.comparison.networks.build(name, 3, splits.input_shape).output_shape == (None, 3)
+
+
+@pytest.mark.slow  # 11 s: a whole compare on images; the test above checks the choice and that the cnn takes them
 def test_images_without_a_network_get_the_librarys_cnn(tmp_path):
     rng = np.random.default_rng(0)
     y = np.arange(90) % 3
