@@ -217,8 +217,12 @@ def _temperature_fits(logits, labels, estimator="map", prior_scale=DEFAULT_PRIOR
     labels[m], return_fit=True)` reports (its `warning` not issued), from one
     solve over all the models; `iterations` counts the passes they shared.
     """
+    return _reports(_models_data(logits, labels), estimator, prior_scale, bounds)
+
+
+def _reports(data, estimator, prior_scale, bounds) -> list:
+    """`_temperature_fits` on the solver's data of checked logits and labels."""
     low, high = _check_estimator(estimator, prior_scale, bounds)
-    data = _models_data(logits, labels)
     searched = (min(low, SEARCH_BOUNDS[0]), max(high, SEARCH_BOUNDS[1]))
     temperatures, likelihoods, root, passes = _solve(data, estimator, prior_scale, (low, high), searched)
     nlls = solver.nll_at(data, root, -np.log(temperatures))
@@ -282,7 +286,7 @@ def _estimate(logits, labels, estimator, prior_scale, bounds) -> CalibratorFit:
 
 def _fit(logits, labels, estimator, prior_scale, bounds) -> CalibratorFit:
     """`_estimate` on `_checked` logits and labels."""
-    return _temperature_fits(logits[None], labels[None], estimator, prior_scale, bounds)[0]
+    return _reports(solver.Logits(logits[None], labels[None]), estimator, prior_scale, bounds)[0]
 
 
 def _warn(fit: CalibratorFit) -> None:
