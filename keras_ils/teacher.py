@@ -252,6 +252,18 @@ def cache_teacher_logits(
 
     Returns:
         `TeacherLogits(logits [N, K] float32, labels [N] int64, fingerprint)`.
+
+    Example:
+
+    >>> import tempfile
+    >>> teacher = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    >>> x, y = np.ones((5, 2), "float32"), np.array([0, 1, 2, 1, 0])
+    >>> path = os.path.join(tempfile.mkdtemp(), "teacher.npz")
+    >>> logits = teacher.predict(x, verbose=0) / 2.0
+    >>> written = cache_teacher_logits(teacher, (x, y), logits, temperature=2.0, cache_path=path)
+    >>> read = compute_teacher_logits(teacher, (x, y), temperature=2.0, cache_path=path)  # a cache hit
+    >>> read.fingerprint == written.fingerprint, np.allclose(read.logits, logits)
+    (True, True)
     """
     positive("temperature", temperature)
     labels, data_hash, _ = _dataset_pass(_pairs(dataset, keys), batch_size)
