@@ -13,11 +13,12 @@ def benchmark(args) -> str:
     returns the table printed on stdout."""
     import shlex
 
-    from keras_ils._files import check_writable
+    from keras_ils._files import check_collisions, check_writable
     from keras_ils_experiments import synthetic_protocol
 
     output_dir = args.output_dir or os.path.join("runs", f"benchmark-{args.experiment}-seed{args.seed}")
     check_writable(output_dir)  # fail before hours of training
+    check_collisions(output_dir, synthetic_protocol.OUTPUT_FILES, "--output-dir")
     if args.experiment == "paper":
         return _paper_command(args, output_dir)
     settings = dict(quick=True, n_test=200, epochs=30) if args.quick else {}

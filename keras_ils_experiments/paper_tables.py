@@ -71,7 +71,7 @@ import numpy as np
 
 from keras_ils import methods
 from keras_ils._checks import integer_at_least, invalid
-from keras_ils._files import check_writable
+from keras_ils._files import claim
 from keras_ils_experiments.ranked_tables import (
     COLUMNS,
     KD_SETTINGS,
@@ -232,7 +232,8 @@ def run_table(table: str, pairs, settings: TableSettings | None = None, *, seeds
     """
     settings = settings or TableSettings()
     pairs, seeds = _checked_runs(table, pairs, seeds)
-    check_writable(output_dir)
+    base = "table3" if table == "3" else table
+    claim(output_dir, ("runs", f"{base}.md", f"{base}.json", f"cd_{base}_*.png"), "--output-dir")  # only these are ours
     log = settings.log or _silent
     runs, trained_seconds = {}, []
     for pair in pairs:

@@ -55,7 +55,7 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
     assert len(pngs) == 7 and "reliability_ils_plus_temps.png" in pngs and "comparison.png" in pngs
     assert len(list(out.glob("model_*.keras"))) == 6
     assert os.path.exists(tmp_path / "cache" / "teacher.npz")
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".keras-ils-manifest.json"]  # no staging
     printed = capsys.readouterr().out
     assert (
         "paper-cwECE" in printed and "ILS + TempS" in printed and "acc dense" in printed and "(best of 120)" in printed
@@ -613,6 +613,7 @@ class TestBenchmark:
             ("self-distillation students", 42, False),
         ]
         assert sorted(os.listdir(out)) == [
+            ".keras-ils-manifest.json",
             "best_smoothing_bayes.png",
             "best_smoothing_no_ls_temps.png",
             "prediction_histograms.png",
@@ -757,9 +758,11 @@ def test_the_output_folder_is_named_from_the_datas_stem(tmp_path, monkeypatch, c
              x_test=rng.normal(size=(10, 3)), y_test=np.arange(10) % 2)  # fmt: skip
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "--dataset", "bc.npz", "--seed", "3"]) == 2
-    # the run is staged beside runs/bc-mlp-seed3 (the whole set replaced at the end); its searches go inside it
-    assert captured_run[0].directory == os.path.join("runs", "bc-mlp-seed3", "search")
-    assert os.path.basename(captured_run[0].output_dir).startswith(".keras-ils-staging-bc-mlp-seed3-")
+    # the run is staged inside runs/bc-mlp-seed3 (its result set replaced at the end); its searches go inside it
+    assert captured_run[0].directory == str(tmp_path / "runs" / "bc-mlp-seed3" / "search")
+    staging = captured_run[0].output_dir
+    assert os.path.dirname(staging) == str(tmp_path / "runs" / "bc-mlp-seed3")
+    assert os.path.basename(staging).startswith(".keras-ils-staging-")
 
 
 def test_methods_are_the_registrys_without_duplicates(tmp_path, captured_run):
@@ -816,3 +819,51 @@ def test_methods_beside_all_are_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "argument --methods: expected 'all' or a comma-separated subset of" in err
     assert not (tmp_path / "o").exists()
+
+
+def _snapshot(folder) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _seeds_table(path):
+    """A 3-class CSV of 90 rows (two number columns and the label)."""
+    rng = np.random.default_rng(0)
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["area", "perimeter", "label"])
+        for label in range(3):
+            for _ in range(30):
+                writer.writerow([f"{label + rng.normal(0, 0.5):.3f}", f"{rng.normal():.3f}", f"k{label}"])
+
+
+@pytest.mark.parametrize("output_dir", ["$PWD", "."])
+def test_run_into_the_users_own_folder_keeps_the_input_and_every_file_of_theirs(tmp_path, monkeypatch, output_dir):
+    # issue 36's reproductions: `cd d && keras-ils run --dataset seeds.csv --target label --output-dir "$PWD"` deleted
+    # seeds.csv; `--output-dir .` failed after training and deleted notes.txt
+    _seeds_table(tmp_path / "seeds.csv")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "seedlings").mkdir()
+    (tmp_path / "seedlings" / "a.txt").write_text("mine")
+    before = _snapshot(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "--dataset", "seeds.csv", "--target", "label", "--methods", "ls", "--no-tune", "--epochs", "1"]
+    target = str(tmp_path) if output_dir == "$PWD" else "."
+    for _ in range(2):  # the second run replaces the first's results, and only them
+        assert cli.main([*argv, "--output-dir", target]) == 0
+        after = _snapshot(tmp_path)
+        assert {path: after[path] for path in before} == before
+    assert (tmp_path / "results.json").exists() and (tmp_path / "model_ls.keras").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [".keras-ils-manifest.json"]
+
+
+def test_run_refuses_a_folder_holding_files_named_like_its_results_before_training(tmp_path, monkeypatch, capsys):
+    _seeds_table(tmp_path / "results.csv")  # the user's data named like the table the run writes
+    before = _snapshot(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    trained = []
+    monkeypatch.setattr(keras.Model, "fit", lambda *a, **k: trained.append(True))
+    argv = ["run", "--dataset", "results.csv", "--target", "label", "--no-tune", "--output-dir", "."]
+    assert cli.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "Invalid value for argument `--output-dir`" in error and "holds results.csv, which keras_ils did" in error
+    assert trained == [] and _snapshot(tmp_path) == before

@@ -32,7 +32,7 @@ from keras_ils import _checks
 __all__ = ["COMPARISON_FILES", "Comparison", "compare", "run_seeds", "seed_list"]
 
 # what a comparison of several seeds writes beside its `seed<k>/` folders (each a single run's result set)
-COMPARISON_FILES = ("seed*", "summary.json", "comparison.png", "verdict.json", "verdict.md")
+COMPARISON_FILES = ("summary.json", "comparison.png", "verdict.json", "verdict.md")
 _SCORES = ("accuracy", "nll", "ece", "smooth_ece", "cwece", "aurc")
 
 
@@ -151,11 +151,25 @@ class Comparison:
         return verdict.paired_verdict(sizes, verdict.REFERENCE, groups)
 
     def save(self, directory: str) -> str:
-        """Copies the whole result set (tables, figures, models, verdict) into `directory`, replacing its results."""
-        from keras_ils._files import staged_directory
+        """Copies the result set (tables, figures, models, verdict) into `directory`; returns `directory`.
 
-        with staged_directory(directory, COMPARISON_FILES + _single_run_files()) as staging:
-            shutil.copytree(self.directory, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns("search"))
+        The rule of `compare`'s `output_dir` holds: the result set that
+        keras_ils wrote there before is replaced, nothing else in `directory`
+        is touched, and entries of the user's that the copy would overwrite are
+        refused with a `ValueError` before anything is copied.
+        """
+        from keras_ils._files import result_entries, staged_directory
+
+        entries = result_entries(self.directory)
+        if os.path.realpath(directory) == os.path.realpath(self.directory):
+            return directory
+        with staged_directory(directory, entries, inputs=(self.directory,), argument="directory") as staging:
+            for name in entries:
+                source = os.path.join(self.directory, name)
+                if os.path.isdir(source):
+                    shutil.copytree(source, os.path.join(staging, name))
+                else:
+                    shutil.copy2(source, os.path.join(staging, name))
         return directory
 
     def __str__(self) -> str:
@@ -189,12 +203,6 @@ class _LazyModels(Mapping):
 
     def __len__(self):
         return len(self._comparison.rows)
-
-
-def _single_run_files() -> tuple:
-    from keras_ils.comparison.main_job.config import RESULT_FILES
-
-    return RESULT_FILES
 
 
 def seed_list(seeds, seed: int = 0) -> list:
@@ -325,8 +333,11 @@ def compare(
             prediction sets (LAC and APS) calibrated on the validation split,
             and the table their test coverage and mean set size at `1 - alpha`
             (`keras_ils.conformal`); AURC is always in it.
-        output_dir: where the results go (replaced whole by a new comparison);
-            defaults to a temporary directory.
+        output_dir: where the results go; defaults to a temporary directory.
+            A new comparison replaces the result set that keras_ils wrote
+            there, and nothing else: your own files in it are never touched,
+            and one named like a result (`results.csv`, `model_*.keras`, ...)
+            is refused before any training.
         verbose: Keras `fit` verbosity.
         log: takes each progress line (`None`: silent).
 
@@ -363,31 +374,42 @@ def compare(
     )
     make_splits = _splits_maker(x, y, target, validation_split, test_split, num_classes)
     directory = output_dir or tempfile.mkdtemp(prefix="keras_ils_compare_")
-    return run_seeds(make_splits, config, chosen_seeds, directory)
+    inputs = [x] if isinstance(x, (str, os.PathLike)) and os.path.exists(x) else []
+    return run_seeds(make_splits, config, chosen_seeds, directory, inputs=inputs)
 
 
-def run_seeds(make_splits, config, seeds: list, directory: str) -> Comparison:
+def run_seeds(
+    make_splits, config, seeds: list, directory: str, *, inputs=(), argument: str = "output_dir"
+) -> Comparison:
     """`compare` once its arguments are read (and `keras-ils run` with its flags): the main job once per seed.
 
     One seed runs into `directory`, several into `directory/seed<k>`; the
-    whole result set is staged and replaces the old one at the end, seeds
-    included (the KerasTuner searches, in `directory/search[/seed<k>]`, are
-    kept across re-runs, so a killed run resumes); then the paired verdict on
-    the rows' per-example test NLLs.
+    whole result set is staged and replaces the one keras_ils wrote there
+    before at the end, seeds included (the KerasTuner searches, in
+    `directory/search[/seed<k>]`, are kept across re-runs, so a killed run
+    resumes); then the paired verdict on the rows' per-example test NLLs.
+    The user's own files in `directory` are never touched
+    (`keras_ils._files.staged_directory`).
 
     Args:
         make_splits: `seed -> Splits`.
         config: the `RunConfig` every seed runs (its `seed` and `output_dir` replaced).
         seeds: the seeds (`seed_list`).
         directory: where the results go.
+        inputs: the paths the run reads (a data file, a teacher cache), which
+            must not lie inside the result set it replaces.
+        argument: `directory`'s argument as the user wrote it, for the errors.
     """
     from keras_ils._files import staged_directory
     from keras_ils.comparison.main_job import pipeline
+    from keras_ils.comparison.main_job.config import RESULT_FILES
     from keras_ils.comparison.reporting import seeds as seeds_summary
 
-    several, runs = len(seeds) > 1, []
+    several, runs, directory = len(seeds) > 1, [], os.path.abspath(directory)
     searches = config.directory or os.path.join(directory, "search")  # outside the result set: kept, resumable
-    with staged_directory(directory, COMPARISON_FILES + _single_run_files()) as staging:
+    planned = COMPARISON_FILES + RESULT_FILES + tuple(f"seed{seed}" for seed in seeds if several)
+    kept = () if config.directory else ("search",)
+    with staged_directory(directory, planned, kept=kept, inputs=inputs, argument=argument) as staging:
         places = [os.path.join(staging, f"seed{seed}") if several else staging for seed in seeds]
         for seed, place in zip(seeds, places, strict=True):
             if several:

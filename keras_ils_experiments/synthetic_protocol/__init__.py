@@ -56,12 +56,13 @@ the authors' code's quantity that the paper's cwECE column actually prints
 
 from keras_ils_experiments.synthetic_protocol.options import PRESETS, ProtocolOptions, resolve_options
 from keras_ils_experiments.synthetic_protocol.printed_values import CLAIMS, PAPER, PAPER_DISTILLATION, ROWS, TABLE1_ROWS
-from keras_ils_experiments.synthetic_protocol.report import markdown, write_outputs
+from keras_ils_experiments.synthetic_protocol.report import OUTPUT_FILES, markdown, write_outputs
 from keras_ils_experiments.synthetic_protocol.run import grids, model_configs, run_replicates
 from keras_ils_experiments.synthetic_protocol.scoring import METRICS
 from keras_ils_experiments.synthetic_protocol.statistics import best_smoothing_curves, sign_test, summarise
 
 __all__ = [
+    "OUTPUT_FILES",
     "CLAIMS",
     "METRICS",
     "PAPER",

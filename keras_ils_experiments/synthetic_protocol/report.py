@@ -162,12 +162,16 @@ def table2(distillation: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# what `write_outputs` writes (the user's other files in the output directory are never touched)
+OUTPUT_FILES = ("synthetic_protocol.json", "synthetic_protocol.md", "best_smoothing_*.png", "prediction_histograms.png")
+
+
 def write_outputs(results: dict, output_dir: str, command: str) -> dict:
     """Writes `synthetic_protocol.json`, `synthetic_protocol.md`, the two Fig. 4 PNGs and (where the run has its
     counts) Fig. 2's `prediction_histograms.png`; returns the summary."""
     summary = summarise(results)
     text = markdown(results, summary, command)
-    with staged_directory(output_dir) as staging:
+    with staged_directory(output_dir, OUTPUT_FILES, argument="--output-dir") as staging:
         document = dict(command=command, summary=summary, results=results)
         payload = json.dumps(document, indent=1).encode()
         atomic_write(os.path.join(staging, "synthetic_protocol.json"), lambda f: f.write(payload))
@@ -181,4 +185,4 @@ def write_outputs(results: dict, output_dir: str, command: str) -> dict:
     return summary
 
 
-__all__ = ["markdown", "table1", "table2", "write_outputs"]
+__all__ = ["OUTPUT_FILES", "markdown", "table1", "table2", "write_outputs"]

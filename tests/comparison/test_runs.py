@@ -177,3 +177,40 @@ def test_seed_list():
     assert seed_list(2, 7) == [7, 8] and seed_list((3, 1)) == [3, 1]
     with pytest.raises(ValueError, match="Invalid value for argument `seeds`"):
         seed_list("3")
+
+
+def _snapshot(folder) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_compare_and_save_into_the_users_folder_touch_nothing_of_theirs(iris, tmp_path):
+    # issue 36: compare(x, y, output_dir="mine") and Comparison.save deleted seed_data.csv, model_final.keras and
+    # seedlings/: now a file named like a result (model_*.keras) is refused before the work, the others are kept
+    mine = tmp_path / "mine"
+    (mine / "seedlings").mkdir(parents=True)
+    for name in ("seed_data.csv", "model_final.keras", "seedlings/a.txt"):
+        (mine / name).write_text(f"the user's {name}")
+    before = _snapshot(mine)
+    with pytest.raises(ValueError, match="argument `output_dir`.*holds model_final.keras, which keras_ils did not"):
+        keras_ils.compare(iris[0], iris[1], output_dir=str(mine), **FAST)
+    assert _snapshot(mine) == before
+    (mine / "model_final.keras").rename(tmp_path / "model_final.keras")
+    before = _snapshot(mine)
+    found = _quietly(x=iris[0], y=iris[1], seeds=2, output_dir=str(mine), **FAST)
+    after = _snapshot(mine)
+    assert {path: after[path] for path in before} == before and (mine / "seed1" / "results.json").exists()
+    other = tmp_path / "other"  # Comparison.save into another folder of the user's: the same rule, on exact names
+    (other / "seedlings").mkdir(parents=True)
+    for name in ("seed_data.csv", "model_final.keras", "seedlings/a.txt", "summary.json"):
+        (other / name).write_text(f"the user's {name}")
+    before_save = _snapshot(other)
+    with pytest.raises(ValueError, match="argument `directory`.*holds summary.json, which keras_ils did not"):
+        found.save(str(other))
+    assert _snapshot(other) == before_save
+    (other / "summary.json").unlink()
+    before_save = _snapshot(other)
+    found.save(str(other))
+    saved = _snapshot(other)
+    assert {path: saved[path] for path in before_save} == before_save
+    ours = lambda files: {p for p in files if p not in before and p.name != ".keras-ils-manifest.json"}
+    assert ours(saved) - before_save.keys() == ours(after)  # exactly the result set, nothing of mine

@@ -106,7 +106,8 @@ def run(args) -> str:
     first = _load(args, seeds[0])
     output_dir = config.output_dir or _output_dir("", first, config)
     make_splits = lambda seed: first if seed == seeds[0] else _load(args, seed)  # noqa: E731
-    found = comparison.run_seeds(make_splits, config, seeds, output_dir)
+    inputs = [path for path in (args.dataset, args.teacher_cache) if path and os.path.exists(path)]
+    found = comparison.run_seeds(make_splits, config, seeds, output_dir, inputs=inputs, argument="--output-dir")
     written = _RESULT_FILES + ", verdict.md, verdict.json"
     if len(seeds) > 1:
         written = f"summary.json, comparison.png, verdict.md, verdict.json; seed*/: {_RESULT_FILES}"

@@ -3,8 +3,9 @@
 `run` is what `keras-ils run` calls and `tune` what `keras-ils tune` calls;
 both take the data and one `RunConfig`. They are plain Keras underneath
 (`fit`, callbacks, `tf.distribute` scopes) and write their results
-atomically: files are staged in a temporary directory beside the output
-directory and moved in only when everything succeeded.
+atomically: files are staged in a hidden folder inside the output directory
+and moved in only when everything succeeded, in place of the result set the
+package wrote there before and nothing else (`keras_ils._files`).
 
 The methods are `keras_ils.methods` entries: what each trains on, its loss,
 its grids and what it reports come from its entry, so a registered method
@@ -89,12 +90,22 @@ def _run(setup: Setup) -> dict:
     config, engine = setup.config, uses_engine(setup)
     _check_run(setup, engine)
     progress = Progress(_planned_fits(setup, engine), config.verbose, config.log or print)
-    with staged_directory(config.output_dir, RESULT_FILES) as staging:
+    with staged_directory(config.output_dir, RESULT_FILES, **_output_rule(config)) as staging:
         report = Report(setup.splits, staging, progress, config.conformal)
         search_space = config.search_space if isinstance(config.search_space, str) else "custom"
         header = engine_path.run_engine(setup, report) if engine else keras_path.run_keras(setup, report)
         settings = dict(tuned=config.tune, search_space=search_space)
         return report.write(setup.header(header.pop("teacher_fit"), **settings, **header))
+
+
+def _output_rule(config) -> dict:
+    """`staged_directory`'s settings of a run: its search directory kept where it is the default one, inside
+    `output_dir`, and its teacher cache an input that a new result set must not replace."""
+    return {
+        "kept": () if config.directory else ("search",),
+        "inputs": [config.teacher_cache] if config.teacher_cache else [],
+        "argument": "output_dir",
+    }
 
 
 def _check_model(setup):
@@ -224,7 +235,7 @@ def tune(splits, config: RunConfig) -> dict:
         for m in config.methods
     }
     progress = Progress(1 + sum(planned.values()), config.verbose)
-    with staged_directory(config.output_dir, RESULT_FILES) as staging:
+    with staged_directory(config.output_dir, RESULT_FILES, **_output_rule(config)) as staging:
         report = Report(splits, staging, progress, config.conformal)
         teacher_scaled, teacher_fit = keras_path.teacher_stage(setup, report, saved_at=teacher_path)
         for method in config.methods:
