@@ -29,10 +29,11 @@ import numpy as np
 
 from keras_ils import _checks
 
-__all__ = ["COMPARISON_FILES", "Comparison", "compare", "run_seeds", "seed_list"]
+__all__ = ["COMPARISON_FILES", "MAX_SEEDS", "Comparison", "compare", "run_seeds", "seed_list"]
 
 # what a comparison of several seeds writes beside its `seed<k>/` folders (each a single run's result set)
 COMPARISON_FILES = ("seed*", "summary.json", "comparison.png", "verdict.json", "verdict.md")
+MAX_SEEDS = 10_000  # a comparison's most seeds: each trains every model anew
 _SCORES = ("accuracy", "nll", "ece", "smooth_ece", "cwece", "aurc")
 
 
@@ -197,27 +198,52 @@ def _single_run_files() -> tuple:
     return RESULT_FILES
 
 
-def seed_list(seeds, seed: int = 0) -> list:
+def seed_list(seeds, seed: int = 0, *, names: tuple = ("seeds", "seed")) -> list:
     """The seeds of a comparison: `seeds` seeds from `seed`, or the list `seeds`; each an int in `[0, 2**63)`.
+
+    At most `MAX_SEEDS` seeds (each trains every model anew). `names` are
+    the two arguments' names in the errors (the command's `--seeds`,
+    `--seed`).
 
     Example:
 
     >>> seed_list(3, seed=5), seed_list([7, 2])
     ([5, 6, 7], [7, 2])
+    >>> seed_list(2, seed=2**63 - 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for arguments `seed` and `seeds`: the seeds run from seed to seed + seeds - 1 = \
+9223372036854775808, which overflows [0, 2**63). Received: seed=9223372036854775807, seeds=2
     """
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        _checks.integer_at_least("seeds", seeds, 1)
+    count, first = names
+    if _is_integer(seeds):
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise _checks.invalid(count, f"a number of seeds in [1, {MAX_SEEDS}] or a list of seeds", seeds)
+        if not (_is_integer(seed) and 0 <= seed < 2**63):
+            raise _checks.invalid(first, "an integer in [0, 2**63)", seed)
+        if seed + seeds - 1 >= 2**63:
+            raise ValueError(
+                f"Invalid value for arguments `{first}` and `{count}`: the seeds run from {first} to {first} + {count} "
+                f"- 1 = {seed + seeds - 1}, which overflows [0, 2**63). Received: {first}={seed}, {count}={seeds}"
+            )
         chosen = list(range(seed, seed + int(seeds)))
+    elif isinstance(seeds, Sequence) and not isinstance(seeds, str) and len(seeds) > MAX_SEEDS:
+        raise ValueError(
+            f"Invalid value for argument `{count}`. Expected at most {MAX_SEEDS} seeds. Received: {len(seeds)}"
+        )
     elif isinstance(seeds, Sequence) and not isinstance(seeds, str) and len(seeds):
         chosen = list(seeds)
     else:
-        raise _checks.invalid("seeds", "a number of seeds >= 1 or a non-empty list of seeds", seeds)
-    for value in chosen:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**63:
-            raise _checks.invalid("seeds", "seeds that are integers in [0, 2**63)", seeds)
+        raise _checks.invalid(count, f"a number of seeds in [1, {MAX_SEEDS}] or a non-empty list of seeds", seeds)
+    if any(not _is_integer(value) or not 0 <= value < 2**63 for value in chosen):
+        raise _checks.invalid(count, "seeds that are integers in [0, 2**63)", seeds)
     if len(set(chosen)) != len(chosen):
-        raise _checks.invalid("seeds", "distinct seeds", seeds)
+        raise _checks.invalid(count, "distinct seeds", seeds)
     return [int(value) for value in chosen]
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _splits_maker(x, y, target, validation_split, test_split, num_classes) -> Callable:

@@ -102,7 +102,7 @@ def run(args) -> str:
         conformal=args.conformal,
         log=print,
     )
-    seeds = comparison.seed_list(args.seeds, args.seed)
+    seeds = comparison.seed_list(args.seeds, args.seed, names=("--seeds", "--seed"))
     first = _load(args, seeds[0])
     output_dir = config.output_dir or _output_dir("", first, config)
     make_splits = lambda seed: first if seed == seeds[0] else _load(args, seed)  # noqa: E731
