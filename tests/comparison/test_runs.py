@@ -181,6 +181,8 @@ def test_seed_list():
         seed_list(10**12)  # was a MemoryError with an empty message
     with pytest.raises(ValueError, match="Expected at most 10000 seeds. Received: 10001"):
         seed_list(list(range(10_001)))
-    with pytest.raises(ValueError, match=r"`--seed` and `--seeds`: .* --seed \+ --seeds - 1 = \d+, which overflows \[0, 2\*\*63\)"):
+    with pytest.raises(
+        ValueError, match=r"`--seed` and `--seeds`: .* --seed \+ --seeds - 1 = \d+, which overflows \[0, 2\*\*63\)"
+    ):
         seed_list(2, 2**63 - 1, names=("--seeds", "--seed"))
     assert seed_list(1, 2**63 - 1) == [2**63 - 1]
