@@ -246,46 +246,6 @@ def _is_integer(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _splits_maker(x, y, target, validation_split, test_split, num_classes) -> Callable:
-    """`seed -> Splits` of the data in whatever form `compare` takes them."""
-    import tensorflow as tf
-
-    from keras_ils.comparison.data import arrays, datasets
-
-    if _is_table(x) or (isinstance(x, (str, os.PathLike)) and str(x).lower().endswith(".csv")):
-        from keras_ils.comparison.data import tabular
-
-        if y is not None:
-            raise ValueError("Argument `y` must be None for a table: name its label column with `target=`.")
-        return lambda seed: tabular.table_splits(
-            x, target, validation_fraction=validation_split, test_fraction=test_split, seed=seed
-        )
-    if target is not None:
-        raise ValueError(
-            f"Argument `target` names a column of a table (a pandas DataFrame or a .csv path); received x of type "
-            f"{type(x).__name__}. Received: target={target!r}"
-        )
-    if isinstance(x, (str, os.PathLike)):  # the CLI's names: "synthetic", "tfds:NAME", a .npz path
-        if y is not None:
-            raise ValueError(f"Argument `y` must be None for the dataset {x!r}, which holds its labels.")
-        return lambda seed: datasets.load(
-            str(x), validation_fraction=validation_split, seed=seed, num_classes=num_classes
-        )
-    if isinstance(x, tf.data.Dataset):
-        if y is not None:
-            raise ValueError("Argument `y` must be None for a tf.data.Dataset, which yields (x, y) pairs.")
-        x, y = arrays.dataset_arrays(x)
-    elif y is None:
-        raise ValueError("Argument `y` is required with array features `x`: the labels, [n] class indices.")
-    return lambda seed: arrays.array_splits(
-        x, y, test_fraction=test_split, validation_fraction=validation_split, seed=seed, num_classes=num_classes
-    )
-
-
-def _is_table(x) -> bool:
-    return type(x).__name__ == "DataFrame" and hasattr(x, "columns")
-
-
 def compare(
     x,
     y=None,
@@ -368,6 +328,7 @@ def compare(
     """
     from keras_ils import calibration
     from keras_ils import methods as registry
+    from keras_ils.comparison.data import inputs
     from keras_ils.comparison.main_job.config import RunConfig
 
     chosen_methods = registry.ids(selectable=True) if methods == "all" else tuple(methods)
@@ -387,7 +348,7 @@ def compare(
         verbose=verbose,
         log=log or (lambda line: None),
     )
-    make_splits = _splits_maker(x, y, target, validation_split, test_split, num_classes)
+    make_splits = inputs.splits_maker(x, y, target, validation_split, test_split, num_classes)
     directory = output_dir or tempfile.mkdtemp(prefix="keras_ils_compare_")
     return run_seeds(make_splits, config, chosen_seeds, directory)
 
