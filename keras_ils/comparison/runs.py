@@ -23,7 +23,7 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -251,6 +251,8 @@ def compare(
     y=None,
     *,
     target: str | None = None,
+    categorical: Sequence[str] | str | None = None,
+    steps: int | None = None,
     build_model: Callable | None = None,
     methods: Sequence[str] | str = ("ls", "ils1", "ils2", "ils"),
     calibrators: Sequence[str] | str = ("temperature",),
@@ -286,17 +288,30 @@ def compare(
             a `.npz` path), which comes with its own test split.
         y: `[n]` integer labels in `[0, K)`, with array `x` only.
         target: the label column of a table.
-        build_model: `build_model(num_classes) -> keras.Model`, a new
-            uncompiled network that outputs logits; defaults to the package's
-            MLP on vectors, which the vectorised engine trains whole grids
-            of at once, and its small CNN on images (`networks.cnn`). Yours trains by `model.fit` in
-            KerasTuner searches (`CUSTOM_RECIPE`: Adam 1e-3, early stopping).
-        methods: ids of `keras_ils.methods` (`"all"`: every selectable one).
-            Defaults to the ILS family: LS, ILS1, ILS2, ILS.
-        calibrators: ids of `keras_ils.calibration.METHODS` (`"all"`: every
-            one); temperature scaling is always there.
-        seeds: how many seeds (from `seed`), or the list of seeds: each seed
-            splits the data and initialises the networks anew.
+        categorical: columns of a table to read as categories whatever their
+            cells hold (one-hot over the training rows' values, as text),
+            e.g. codes that look like numbers. A column of numbers with a few
+            cells that are not (`3.1O`) is refused, naming the column and the
+            cells, unless it is named here.
+        steps: with a `tf.data.Dataset` `x`, read only its first `steps`
+            elements (batches, when it is batched), as `x.take(steps)`. A
+            dataset of infinite (`repeat()`) or unknown (`filter`, a
+            generator) cardinality is refused without it.
+        build_model: a function `build_model(num_classes) -> keras.Model`
+            that returns a new uncompiled network on every call (not a model
+            itself: every row trains its own), outputting logits; defaults
+            to the package's MLP on vectors, which the vectorised engine
+            trains whole grids of at once, and its small CNN on images
+            (`networks.cnn`); examples of other shapes need yours. Yours
+            trains by `model.fit` in KerasTuner searches (`CUSTOM_RECIPE`:
+            Adam 1e-3, early stopping).
+        methods: ids of `keras_ils.methods`, or one id (`"all"`: every
+            selectable one). Defaults to the ILS family: LS, ILS1, ILS2, ILS.
+        calibrators: ids of `keras_ils.calibration.METHODS`, or one id
+            (`"all"`: every one); temperature scaling is always there.
+        seeds: how many seeds (from `seed`), or the list of seeds, at most
+            `MAX_SEEDS` (10,000): each seed splits the data and initialises
+            the networks anew.
         seed: the first seed when `seeds` is a number.
         validation_split: the validation share of the training data, in
             `(0, 1)`.
@@ -331,9 +346,11 @@ def compare(
     from keras_ils.comparison.data import inputs
     from keras_ils.comparison.main_job.config import RunConfig
 
-    chosen_methods = registry.ids(selectable=True) if methods == "all" else tuple(methods)
-    chosen_calibrators = calibration.METHODS if calibrators == "all" else tuple(calibrators)
+    chosen_methods = _ids("methods", methods, registry.ids(selectable=True))
+    chosen_calibrators = _ids("calibrators", calibrators, calibration.METHODS)
     chosen_seeds = seed_list(seeds, seed)
+    for name, share in (("validation_split", validation_split), ("test_split", test_split)):
+        _checks.number_in(name, share, 0, 1, low_open=True, high_open=True)
     if "temperature" not in chosen_calibrators:
         chosen_calibrators = ("temperature", *chosen_calibrators)
     config = RunConfig(  # bad settings fail here, before any data is read
@@ -348,9 +365,39 @@ def compare(
         verbose=verbose,
         log=log or (lambda line: None),
     )
-    make_splits = inputs.splits_maker(x, y, target, validation_split, test_split, num_classes)
+    make_splits = inputs.splits_maker(
+        x, y, target=target, categorical=categorical, steps=steps, validation_split=validation_split,
+        test_split=test_split, num_classes=num_classes,
+    )  # fmt: skip
+    first = make_splits(chosen_seeds[0])  # bad data fail here, before anything is written or trained
+    config.check_examples(first, "x")
     directory = output_dir or tempfile.mkdtemp(prefix="keras_ils_compare_")
-    return run_seeds(make_splits, config, chosen_seeds, directory)
+    splits_of = lambda s: first if s == chosen_seeds[0] else make_splits(s)  # noqa: E731
+    return run_seeds(splits_of, config, chosen_seeds, directory)
+
+
+def _ids(name: str, given, every) -> tuple:
+    """`methods` or `calibrators` as a tuple of the ids `every` holds: `"all"` is `every`, one id a list of one.
+
+    Example:
+
+    >>> _ids("methods", "ls", ("ls", "ils")), _ids("methods", ["ils", "ls"], ("ls", "ils"))
+    (('ls',), ('ils', 'ls'))
+    >>> _ids("calibrators", "platt", ("temperature",))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `calibrators`. Expected an id of ('temperature',), a list of them, or \
+'all'. Received: calibrators='platt'
+    """
+    if isinstance(given, str):
+        chosen = tuple(every) if given == "all" else (given,)
+    elif isinstance(given, Iterable) and not isinstance(given, Mapping):
+        chosen = tuple(given)
+    else:
+        chosen = (None,)
+    if any(not isinstance(i, str) or i not in every for i in chosen):
+        raise _checks.invalid(name, f"an id of {tuple(every)}, a list of them, or 'all'", given)
+    return chosen
 
 
 def run_seeds(make_splits, config, seeds: list, directory: str) -> Comparison:
