@@ -168,7 +168,7 @@ def _raw_columns(table) -> tuple[dict, str, Callable]:
             )
         _check_names([str(name) for name in table.columns], "The DataFrame")
         raw = {str(name): table[name] for name in table.columns}
-        where = lambda i: f"row {table.index[i]!r}"  # noqa: E731
+        where = lambda i: f"row {_plain(table.index[i])!r}"  # noqa: E731
         missing = {name: int(column.isna().sum()) for name, column in raw.items()}
         source = "dataframe"
     missing = [(name, count) for name, count in missing.items() if count]
@@ -180,6 +180,11 @@ def _raw_columns(table) -> tuple[dict, str, Callable]:
             "drop them first (e.g. DataFrame.fillna or DataFrame.dropna)."
         )
     return raw, source, where
+
+
+def _plain(value):
+    """A numpy scalar as the Python value it holds (its repr is `102`, not `np.int64(102)`)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _typed(raw, name: str, category: bool = False) -> np.ndarray:
@@ -197,8 +202,9 @@ def _categories(categorical, names, target) -> frozenset:
     others = [name for name in names if name != target]
     if any(str(name) not in others for name in declared):
         raise ValueError(
-            f"Invalid value for argument `categorical`. Expected feature columns of the table (the target {target!r} "
-            f"is always read as classes): {_listed(others)}. Received: categorical={categorical!r}"
+            f"Invalid value for argument `categorical` (on the command line: --categorical). Expected feature "
+            f"columns of the table (the target {target!r} is read as classes): {_listed(others)}. Received: "
+            f"categorical={categorical!r}"
         )
     return frozenset(map(str, declared))
 
@@ -242,7 +248,7 @@ def _target_name(target, names) -> str:
 def _encoded_target(values: np.ndarray, name: str) -> tuple[np.ndarray, tuple]:
     """`(y, class_names)`: the target's values as indices into its sorted distinct values."""
     classes, y = np.unique(values, return_inverse=True)
-    class_names = tuple(c.item() if isinstance(c, np.generic) else c for c in classes)
+    class_names = tuple(map(_plain, classes))
     if len(class_names) < 2:
         raise ValueError(
             f"Invalid value for argument `target`. Expected a column with at least 2 classes. Received: column "
