@@ -135,6 +135,17 @@ COMPARE = [
     Case("steps of 0", _dataset(lambda d: d.repeat(), steps=0), words=("`steps`", ">= 1", "steps=0")),
     Case("steps with arrays", _arrays(steps=3), words=("`steps`", "tf.data.Dataset", "ndarray")),
     Case("dataset of single values", lambda f: {"x": tf.data.Dataset.range(5)}, words=("`x`", "(features, label)")),
+    Case(
+        "dataset of ragged examples",
+        lambda f: {
+            "x": tf.data.Dataset.from_generator(
+                lambda: ((np.ones(1 + i % 2), i % 3) for i in range(N)),
+                output_signature=(tf.TensorSpec([None], "float64"), tf.TensorSpec([], "int64")),
+            ),
+            "steps": N,
+        },
+        words=("`x`", "not of one shape"),
+    ),
     # silent-wrong data
     Case(
         "csv number column with a typo",

@@ -75,7 +75,12 @@ def dataset_arrays(dataset: tf.data.Dataset, steps: int | None = None) -> tuple[
         ) from error
     if not xs:
         raise ValueError("Invalid value for argument `x`: the dataset yields no examples.")
-    return np.stack(xs), np.stack(ys)
+    try:
+        return np.stack(xs), np.stack(ys)
+    except ValueError as error:  # examples or labels of several shapes
+        raise ValueError(
+            f"Invalid value for argument `x`: the dataset's examples are not of one shape ({error})."
+        ) from error
 
 
 def _check_bounded(dataset) -> None:
