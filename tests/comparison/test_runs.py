@@ -94,7 +94,8 @@ def test_a_dataframe_with_a_target_column(iris, tmp_path):
     pandas = pytest.importorskip("pandas")
     frame = pandas.DataFrame(iris[0], columns=["sepal length", "sepal width", "petal length", "petal width"])
     frame["species"] = np.array(["setosa", "versicolor", "virginica"])[iris[1]]
-    found = _quietly(x=frame, target="species", output_dir=str(tmp_path / "t"), **FAST)
+    found = _quietly(x=frame, target="species", output_dir=str(tmp_path / "t"), **{**FAST, "methods": "ls"})
+    assert found.rows == ["No LS", "No LS + TempS", "LS", "LS + TempS"]  # methods="ls": one id, a list of one
     model = found.models["LS"]
     columns = {name.replace(" ", "_"): frame[name].to_numpy()[:4, None] for name in frame.columns[:4]}
     assert model.predict(columns, verbose=0).shape == (4, 3)
