@@ -221,12 +221,13 @@ def seed_list(seeds, seed: int = 0, *, names: tuple = ("seeds", "seed")) -> list
             raise _checks.invalid(count, f"a number of seeds in [1, {MAX_SEEDS}] or a list of seeds", seeds)
         if not (_is_integer(seed) and 0 <= seed < 2**63):
             raise _checks.invalid(first, "an integer in [0, 2**63)", seed)
-        if seed + seeds - 1 >= 2**63:
+        if int(seed) + int(seeds) - 1 >= 2**63:  # as Python ints: numpy's int64 would wrap around
             raise ValueError(
                 f"Invalid value for arguments `{first}` and `{count}`: the seeds run from {first} to {first} + {count} "
-                f"- 1 = {seed + seeds - 1}, which overflows [0, 2**63). Received: {first}={seed}, {count}={seeds}"
+                f"- 1 = {int(seed) + int(seeds) - 1}, which overflows [0, 2**63). Received: {first}={seed}, "
+                f"{count}={seeds}"
             )
-        chosen = list(range(seed, seed + int(seeds)))
+        chosen = list(range(int(seed), int(seed) + int(seeds)))
     elif isinstance(seeds, Sequence) and not isinstance(seeds, str) and len(seeds) > MAX_SEEDS:
         raise ValueError(
             f"Invalid value for argument `{count}`. Expected at most {MAX_SEEDS} seeds. Received: {len(seeds)}"

@@ -186,4 +186,6 @@ def test_seed_list():
         ValueError, match=r"`--seed` and `--seeds`: .* --seed \+ --seeds - 1 = \d+, which overflows \[0, 2\*\*63\)"
     ):
         seed_list(2, 2**63 - 1, names=("--seeds", "--seed"))
+    with pytest.raises(ValueError, match="overflows"):
+        seed_list(np.int64(2), np.int64(2**63 - 1))  # numpy's int64 sum would wrap around
     assert seed_list(1, 2**63 - 1) == [2**63 - 1]
