@@ -229,6 +229,11 @@ COMMAND = [
     Case("a folder named .npz", lambda f: ["--dataset", f.x_npz], words=("x.npz is a directory, not a .npz file",)),
     Case("5-D .npz", lambda f: ["--dataset", f.video_npz], words=("`--dataset`", "vectors", "(2, 2, 2, 1)")),
     Case(
+        "5-D .npz and the MLP named",
+        lambda f: ["--dataset", f.video_npz, "--model", "mlp"],
+        words=("`--model`", "'mlp' cannot take", "outputs shape (None, 2, 2, 2, 3), not [n, 3]"),
+    ),
+    Case(
         "--validation-fraction 1.5",
         lambda f: ["--dataset", f.data_npz, "--validation-fraction", "1.5"],
         words=("`--validation-fraction`", "--validation-fraction=1.5"),

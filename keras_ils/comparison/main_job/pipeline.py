@@ -104,14 +104,22 @@ def _check_model(setup):
         return _check_built_model(config.build_model, splits)
     config.check_examples(splits, "x")
     try:
-        model = networks.build(config.model_name, splits.num_classes, splits.input_shape)
-        if tuple(model.output_shape) != (None, splits.num_classes):
-            raise ValueError(f"it outputs shape {tuple(model.output_shape)}, not [n, {splits.num_classes}]")
+        shape = _output_shape(networks.build(config.model_name, splits.num_classes, splits.input_shape))
+        if shape is not None and shape != (None, splits.num_classes):
+            raise ValueError(f"it outputs shape {shape}, not [n, {splits.num_classes}]")
     except (ValueError, TypeError) as error:
         raise ValueError(
             f"Invalid value for argument `--model` (model). {config.model_name!r} cannot take {splits.name}'s "
             f"examples, shaped {tuple(splits.input_shape)} with {splits.num_classes} classes: {error}"
         ) from error
+
+
+def _output_shape(model) -> tuple | None:
+    """A functional or Sequential model's output shape; `None` for a model that knows it only once called."""
+    try:
+        return tuple(model.output_shape)
+    except (AttributeError, ValueError):
+        return None
 
 
 def _check_built_model(build_model, splits):
