@@ -14,7 +14,12 @@ fix). Every row then checks that
 
 To add a row, append a `Case` to `COMPARE` or `COMMAND`: its `args` builds
 the call from the `Folder` (paths of the user's files, `out`), so rows can
-name files, arrays and datasets alike.
+name files, arrays and datasets alike; an `output_dir` (`--output-dir`)
+there replaces `out`. A row that must succeed says `error=None` (its words
+are then looked for in the printed table and messages); a row that may write
+says `writes=True`: every file of the user's must then still be there,
+unchanged, and new files are allowed. Rows that train are slow: wrap them in
+`pytest.param(case, marks=pytest.mark.slow)`.
 """
 
 from __future__ import annotations
@@ -57,15 +62,16 @@ class Folder:
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """One row: `args(folder)` gives `compare`'s keywords or the command's argv (without `--output-dir`, which the
-    row adds); `error` the exception `compare` must raise (the command: exit code 2); `words` what its message
-    must contain; `trains` allows training (a fault expected after it)."""
+    """One row: `args(folder)` gives `compare`'s keywords or the command's argv (`output_dir`, `--output-dir`:
+    `folder.out` unless given); `error` the exception `compare` must raise (the command: exit code 2), `None` for
+    success; `words` what its message must contain; `trains` allows training; `writes` allows new files."""
 
     id: str
     args: Callable
-    error: type = ValueError
+    error: type | None = ValueError
     words: tuple = ()
     trains: bool = False
+    writes: bool = False
 
 
 def _user_files(user: str) -> None:
@@ -94,9 +100,12 @@ def _snapshot(folder: str) -> dict:
         for name in names + files:
             path = os.path.join(directory, name)
             stat = os.stat(path)
-            content = b"" if os.path.isdir(path) else open(path, "rb").read()
-            found[os.path.relpath(path, folder)] = (stat.st_mtime_ns, hashlib.sha256(content).hexdigest())
+            content = _FOLDER if os.path.isdir(path) else hashlib.sha256(open(path, "rb").read()).hexdigest()
+            found[os.path.relpath(path, folder)] = (stat.st_mtime_ns, content)
     return found
+
+
+_FOLDER = "a folder"
 
 
 def _arrays(**changes):
@@ -210,6 +219,27 @@ COMMAND = [
         lambda f: ["--dataset", f.typo_csv, "--target", "label"],
         words=("column 'a'", "'3.1O' (line 5)", "--categorical 'a'"),
     ),
+    pytest.param(  # a whole run, which trains: the declared column is read, the typo's file left untouched
+        Case(
+            "the typo's column declared a category",
+            lambda f: [
+                "--dataset",
+                f.typo_csv,
+                "--target",
+                "label",
+                "--categorical",
+                "a",
+                "--no-tune",
+                "--methods",
+                "ls",
+            ],
+            error=None,
+            words=("LS + TempS", "Results written to"),
+            trains=True,
+            writes=True,
+        ),
+        marks=pytest.mark.slow,
+    ),
     Case(
         "--categorical names no column",
         lambda f: ["--dataset", f.data_csv, "--target", "label", "--categorical", "c"],
@@ -268,17 +298,26 @@ def _checked_row(case, folder, request, run) -> str:
     message = run()
     for word in case.words:
         assert word in message, f"{word!r} not in the message: {message}"
-    assert _snapshot(folder.user) == before, "a file of the user's changed"
-    assert sorted(os.listdir(folder.root)) == ["user"], "something was written beside the user's folder"
+    after = _snapshot(folder.user)
+    if not case.writes:
+        assert after == before, "a file of the user's changed"
+        assert sorted(os.listdir(folder.root)) == ["user"], "something was written beside the user's folder"
+        return message
+    for path, (modified, content) in before.items():  # a folder's own time changes when files are added to it
+        assert path in after, f"the user's {path} is gone"
+        assert content == after[path][1] and (modified == after[path][0] or content == _FOLDER), f"{path} changed"
     return message
 
 
 @pytest.mark.parametrize("case", COMPARE, ids=lambda case: case.id)
 def test_compare(case, folder, request):
     def run():
-        arguments = {"methods": ["ls"], "tune": False, "epochs": 1, "log": None, **case.args(folder)}
+        arguments = {"methods": ["ls"], "tune": False, "epochs": 1, "log": None, "output_dir": folder.out}
+        arguments.update(case.args(folder))
+        if case.error is None:
+            return str(keras_ils.compare(**arguments))
         with pytest.raises(case.error) as raised:
-            keras_ils.compare(output_dir=folder.out, **arguments)
+            keras_ils.compare(**arguments)
         return str(raised.value)
 
     _checked_row(case, folder, request, run)
@@ -287,9 +326,14 @@ def test_compare(case, folder, request):
 @pytest.mark.parametrize("case", COMMAND, ids=lambda case: case.id)
 def test_command(case, folder, request, capsys):
     def run():
-        assert cli.main(["run", *case.args(folder), "--epochs", "1", "--output-dir", folder.out]) == 2
-        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("keras-ils: error: ")]
-        assert len(errors) == 1, errors
+        argv = ["run", "--epochs", "1", *case.args(folder)]
+        argv += [] if "--output-dir" in argv else ["--output-dir", folder.out]
+        code, printed = cli.main(argv), capsys.readouterr()
+        if case.error is None:
+            assert code == 0, printed.err
+            return printed.out + printed.err
+        errors = [line for line in printed.err.splitlines() if line.startswith("keras-ils: error: ")]
+        assert code == 2 and len(errors) == 1, printed.err
         return errors[0]
 
     _checked_row(case, folder, request, run)
