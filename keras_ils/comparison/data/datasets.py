@@ -32,6 +32,8 @@ that knowingly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 from keras_ils._checks import integer_at_least
@@ -122,7 +124,7 @@ def load(
     validation_size: int | None = None,
     train_splits: tuple = ("train",),
     target: str | None = None,
-    categorical=None,
+    categorical: Sequence[str] | str | None = None,
 ) -> Splits:
     """`"synthetic"`, `"tfds:NAME"`, a path ending in `.npz`, or one ending in `.csv` with a `target` column.
 

@@ -39,7 +39,7 @@ import csv
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np
@@ -322,7 +322,7 @@ def table_splits(
     test_fraction: float = DEFAULT_TEST_FRACTION,
     seed: int = 0,
     name: str | None = None,
-    categorical=None,
+    categorical: Sequence[str] | str | None = None,
 ) -> Splits:
     """A table's rows as seeded, stratified train/validation/test `Splits`, its columns encoded by a FeatureSpace.
 
