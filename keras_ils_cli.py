@@ -80,6 +80,7 @@ _CONFORMAL_HELP = (
 def _add_common_arguments(parser):
     parser.add_argument("--dataset", default="synthetic", help="'synthetic' (default), 'tfds:NAME', PATH.npz, PATH.csv")
     parser.add_argument("--target", metavar="COLUMN", help="PATH.csv only (and required): the column to predict")
+    parser.add_argument("--categorical", type=_names, help="PATH.csv only: comma-separated columns read as categories")
     parser.add_argument("--data-dir", default=None, help="tensorflow-datasets data directory")
     parser.add_argument(
         "--model",
@@ -408,10 +409,9 @@ _splits = _joined("+", "tfds split names joined by '+', e.g. train+extra")
 
 @contextlib.contextmanager
 def _native_stderr_hidden(hidden: bool):
-    """Sends what writes to file descriptor 2 directly (TensorFlow's C++ logging, which ignores
-    `TF_CPP_MIN_LOG_LEVEL` before absl's logging is initialised) to `os.devnull`; Python's `sys.stderr` (our
-    messages, warnings, tracebacks) keeps the original stream. Does nothing when `sys.stderr` is not descriptor 2
-    (e.g. captured by a test)."""
+    """Sends what writes to file descriptor 2 directly (TensorFlow's C++ logging, which ignores `TF_CPP_MIN_LOG_LEVEL`
+    before absl's logging starts) to `os.devnull`; Python's `sys.stderr` (our messages, warnings, tracebacks) keeps
+    the original stream. Does nothing when `sys.stderr` is not descriptor 2 (e.g. captured by a test)."""
     try:
         native = sys.stderr.fileno() == 2
     except (AttributeError, OSError, ValueError):

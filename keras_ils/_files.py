@@ -253,6 +253,9 @@ def _check_inputs(output_dir: str, inputs, argument: str) -> None:
 def _foreign(output_dir: str, patterns) -> list:
     """The entries of `output_dir` matching `patterns` that the package did not write (not in its manifest)."""
     owned = owned_entries(output_dir)
+    for journal in glob.glob(os.path.join(glob.escape(output_dir), f"{_STAGING_PREFIX}*", _JOURNAL)):
+        with open(journal) as file:  # a killed commit's new entries, already moved in: the package's too
+            owned["results"] += json.load(file)["results"]
     return [
         name
         for name in os.listdir(output_dir)
@@ -356,6 +359,7 @@ def staged_directory(output_dir: str, planned=(), *, kept=(), inputs=(), argumen
     ['.keras-ils-manifest.json', 'notes.txt', 'results.json']
     """
     output_dir = os.path.abspath(output_dir)
+    check_collisions(output_dir, (*planned, *kept), argument)  # first: a refused folder is not even probed
     check_writable(output_dir)
     created = not os.path.exists(output_dir)
     try:

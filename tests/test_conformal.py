@@ -377,6 +377,55 @@ class TestErrors:
         with pytest.raises(ValueError, match="declared as probabilities"):
             fit_conformal("lac", logits, labels, from_logits=False)
 
+    @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+    def test_values_that_are_not_finite_in_every_function(self, rng, value):
+        """Every conformal function refuses NaN and inf where they arrive on the host, naming the argument: a NaN
+        score sorted last and became the quantile (sets that covered 0 %)."""
+        logits, labels = _outputs(rng, 60, k=3)
+        scores = np.linspace(0.0, 1.0, 30)
+        scores[7] = value
+        with pytest.raises(ValueError, match=r"argument `scores`. Expected finite .* \(first at index 7\)"):
+            conformal_quantile(scores, alpha=0.1)
+        logits[4, 1] = value
+        for method in METHODS:
+            with pytest.raises(ValueError, match="`outputs` must be finite. Received 1 NaN or infinite"):
+                fit_conformal(method, logits, labels)
+        layer = fit_conformal("lac", logits[5:], labels[5:])
+        with pytest.raises(ValueError, match="argument `inputs`. Expected finite logits"):
+            layer(logits[:5])
+        sets = np.ones((4, 3))
+        sets[2, 0] = value
+        for score in (coverage, size_stratified_coverage, class_conditional_coverage):
+            counts = "1 NaN and 0 inf" if np.isnan(value) else "0 NaN and 1 inf"
+            with pytest.raises(ValueError, match=f"argument `sets`. Expected 0/1 masks .* Received {counts} values"):
+                score(sets, [0, 1, 2, 0])
+        with pytest.raises(ValueError, match="argument `sets`"):
+            mean_set_size(sets)
+
+    def test_a_model_whose_outputs_are_not_finite(self, model_and_data):
+        logit_model, _, x, y = model_and_data
+        broken = keras.models.clone_model(logit_model)
+        broken.set_weights([np.full((6, 3), np.nan, "float32"), np.zeros(3, "float32")])
+        with pytest.raises(ValueError, match="argument `model`: its outputs on `calibration_data` must be finite"):
+            conformalize(broken, (x[:50], y[:50]))
+
+    @pytest.mark.parametrize("fitted_on", ["probabilities", "logits"])
+    def test_sets_given_the_other_kind_are_refused(self, rng, fitted_on):
+        """Sets fitted on probabilities then given logits covered 0.76 where 0.9 was stated (and the reverse,
+        everything): host values of the other kind are refused, naming both kinds."""
+        logits, labels = _outputs(rng, 2000, k=4)
+        kinds = {"logits": logits, "probabilities": _probabilities(logits)}
+        given = "logits" if fitted_on == "probabilities" else "probabilities"
+        layer = fit_conformal("lac", kinds[fitted_on][:1000], labels[:1000], from_logits=fitted_on == "logits")
+        with pytest.raises(ValueError, match=f"made for {fitted_on} .* look like {given}"):
+            layer(kinds[given][1000:])
+        assert coverage(_np(layer(kinds[fitted_on][1000:])), labels[1000:]) >= 0.88  # the right kind: ~0.9
+
+    def test_conformalize_refuses_a_declaration_its_model_contradicts(self, model_and_data):
+        logit_model, _, x, y = model_and_data
+        with pytest.raises(ValueError, match=r"declared as probabilities \(`from_logits=False`\)"):
+            conformalize(logit_model, (x[:100], y[:100]), from_logits=False)
+
 
 @pytest.fixture
 def model_and_data(rng):

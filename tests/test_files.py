@@ -246,6 +246,11 @@ class TestKilledCommit:
         script = [sys.executable, "-c", _KILLED_COMMIT, _files.__file__, str(out), str(kill_at)]
         killed = subprocess.run(script).returncode == -signal.SIGKILL
         assert killed == (kill_at <= 9)
+        if kill_at == 7:  # the first new entry moved in: the next run is not refused for it, and replaces the set
+            _commit(out, {"results.json": "next"}, planned=("results.json", "reliability_*.png", "seed0"))
+            assert _result_set(out) == {"results.json": "next"} and _stray(out) == []
+            assert {k: v for k, v in _snapshot(out).items() if k in before} == before
+            return
         _files.finish_interrupted_commits(str(out))  # what the next run into `out` does first
         old = {"results.json": "old", "reliability_old.png": "old", "seed0/results.json": "old"}
         new = {"results.json": "new", "reliability_new.png": "new", "seed0/results.json": "new"}

@@ -23,16 +23,17 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from keras_ils import _checks
 
-__all__ = ["COMPARISON_FILES", "Comparison", "compare", "run_seeds", "seed_list"]
+__all__ = ["COMPARISON_FILES", "MAX_SEEDS", "Comparison", "compare", "run_seeds", "seed_list"]
 
 # what a comparison of several seeds writes beside its `seed<k>/` folders (each a single run's result set)
 COMPARISON_FILES = ("summary.json", "comparison.png", "verdict.json", "verdict.md")
+MAX_SEEDS = 10_000  # a comparison's most seeds: each trains every model anew
 _SCORES = ("accuracy", "nll", "ece", "smooth_ece", "cwece", "aurc")
 
 
@@ -205,67 +206,53 @@ class _LazyModels(Mapping):
         return len(self._comparison.rows)
 
 
-def seed_list(seeds, seed: int = 0) -> list:
+def seed_list(seeds, seed: int = 0, *, names: tuple = ("seeds", "seed")) -> list:
     """The seeds of a comparison: `seeds` seeds from `seed`, or the list `seeds`; each an int in `[0, 2**63)`.
+
+    At most `MAX_SEEDS` seeds (each trains every model anew). `names` are
+    the two arguments' names in the errors (the command's `--seeds`,
+    `--seed`).
 
     Example:
 
     >>> seed_list(3, seed=5), seed_list([7, 2])
     ([5, 6, 7], [7, 2])
+    >>> seed_list(2, seed=2**63 - 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for arguments `seed` and `seeds`: the seeds run from seed to seed + seeds - 1 = \
+9223372036854775808, which overflows [0, 2**63). Received: seed=9223372036854775807, seeds=2
     """
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        _checks.integer_at_least("seeds", seeds, 1)
-        chosen = list(range(seed, seed + int(seeds)))
+    count, first = names
+    if _is_integer(seeds):
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise _checks.invalid(count, f"a number of seeds in [1, {MAX_SEEDS}] or a list of seeds", seeds)
+        if not (_is_integer(seed) and 0 <= seed < 2**63):
+            raise _checks.invalid(first, "an integer in [0, 2**63)", seed)
+        if int(seed) + int(seeds) - 1 >= 2**63:  # as Python ints: numpy's int64 would wrap around
+            raise ValueError(
+                f"Invalid value for arguments `{first}` and `{count}`: the seeds run from {first} to {first} + {count} "
+                f"- 1 = {int(seed) + int(seeds) - 1}, which overflows [0, 2**63). Received: {first}={seed}, "
+                f"{count}={seeds}"
+            )
+        chosen = list(range(int(seed), int(seed) + int(seeds)))
+    elif isinstance(seeds, Sequence) and not isinstance(seeds, str) and len(seeds) > MAX_SEEDS:
+        raise ValueError(
+            f"Invalid value for argument `{count}`. Expected at most {MAX_SEEDS} seeds. Received: {len(seeds)}"
+        )
     elif isinstance(seeds, Sequence) and not isinstance(seeds, str) and len(seeds):
         chosen = list(seeds)
     else:
-        raise _checks.invalid("seeds", "a number of seeds >= 1 or a non-empty list of seeds", seeds)
-    for value in chosen:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**63:
-            raise _checks.invalid("seeds", "seeds that are integers in [0, 2**63)", seeds)
+        raise _checks.invalid(count, f"a number of seeds in [1, {MAX_SEEDS}] or a non-empty list of seeds", seeds)
+    if any(not _is_integer(value) or not 0 <= value < 2**63 for value in chosen):
+        raise _checks.invalid(count, "seeds that are integers in [0, 2**63)", seeds)
     if len(set(chosen)) != len(chosen):
-        raise _checks.invalid("seeds", "distinct seeds", seeds)
+        raise _checks.invalid(count, "distinct seeds", seeds)
     return [int(value) for value in chosen]
 
 
-def _splits_maker(x, y, target, validation_split, test_split, num_classes) -> Callable:
-    """`seed -> Splits` of the data in whatever form `compare` takes them."""
-    import tensorflow as tf
-
-    from keras_ils.comparison.data import arrays, datasets
-
-    if _is_table(x) or (isinstance(x, (str, os.PathLike)) and str(x).lower().endswith(".csv")):
-        from keras_ils.comparison.data import tabular
-
-        if y is not None:
-            raise ValueError("Argument `y` must be None for a table: name its label column with `target=`.")
-        return lambda seed: tabular.table_splits(
-            x, target, validation_fraction=validation_split, test_fraction=test_split, seed=seed
-        )
-    if target is not None:
-        raise ValueError(
-            f"Argument `target` names a column of a table (a pandas DataFrame or a .csv path); received x of type "
-            f"{type(x).__name__}. Received: target={target!r}"
-        )
-    if isinstance(x, (str, os.PathLike)):  # the CLI's names: "synthetic", "tfds:NAME", a .npz path
-        if y is not None:
-            raise ValueError(f"Argument `y` must be None for the dataset {x!r}, which holds its labels.")
-        return lambda seed: datasets.load(
-            str(x), validation_fraction=validation_split, seed=seed, num_classes=num_classes
-        )
-    if isinstance(x, tf.data.Dataset):
-        if y is not None:
-            raise ValueError("Argument `y` must be None for a tf.data.Dataset, which yields (x, y) pairs.")
-        x, y = arrays.dataset_arrays(x)
-    elif y is None:
-        raise ValueError("Argument `y` is required with array features `x`: the labels, [n] class indices.")
-    return lambda seed: arrays.array_splits(
-        x, y, test_fraction=test_split, validation_fraction=validation_split, seed=seed, num_classes=num_classes
-    )
-
-
-def _is_table(x) -> bool:
-    return type(x).__name__ == "DataFrame" and hasattr(x, "columns")
+def _is_integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def compare(
@@ -273,6 +260,8 @@ def compare(
     y=None,
     *,
     target: str | None = None,
+    categorical: Sequence[str] | str | None = None,
+    steps: int | None = None,
     build_model: Callable | None = None,
     methods: Sequence[str] | str = ("ls", "ils1", "ils2", "ils"),
     calibrators: Sequence[str] | str = ("temperature",),
@@ -308,17 +297,30 @@ def compare(
             a `.npz` path), which comes with its own test split.
         y: `[n]` integer labels in `[0, K)`, with array `x` only.
         target: the label column of a table.
-        build_model: `build_model(num_classes) -> keras.Model`, a new
-            uncompiled network that outputs logits; defaults to the package's
-            MLP on vectors, which the vectorised engine trains whole grids
-            of at once, and its small CNN on images (`networks.cnn`). Yours trains by `model.fit` in
-            KerasTuner searches (`CUSTOM_RECIPE`: Adam 1e-3, early stopping).
-        methods: ids of `keras_ils.methods` (`"all"`: every selectable one).
-            Defaults to the ILS family: LS, ILS1, ILS2, ILS.
-        calibrators: ids of `keras_ils.calibration.METHODS` (`"all"`: every
-            one); temperature scaling is always there.
-        seeds: how many seeds (from `seed`), or the list of seeds: each seed
-            splits the data and initialises the networks anew.
+        categorical: columns of a table to read as categories whatever their
+            cells hold (one-hot over the training rows' values, as text),
+            e.g. codes that look like numbers. A column of numbers with a few
+            cells that are not (`3.1O`) is refused, naming the column and the
+            cells, unless it is named here.
+        steps: with a `tf.data.Dataset` `x`, read only its first `steps`
+            elements (batches, when it is batched), as `x.take(steps)`. A
+            dataset of infinite (`repeat()`) or unknown (`filter`, a
+            generator) cardinality is refused without it.
+        build_model: a function `build_model(num_classes) -> keras.Model`
+            that returns a new uncompiled network on every call (not a model
+            itself: every row trains its own), outputting logits; defaults
+            to the package's MLP on vectors, which the vectorised engine
+            trains whole grids of at once, and its small CNN on images
+            (`networks.cnn`); examples of other shapes need yours. Yours
+            trains by `model.fit` in KerasTuner searches (`CUSTOM_RECIPE`:
+            Adam 1e-3, early stopping).
+        methods: ids of `keras_ils.methods`, or one id (`"all"`: every
+            selectable one). Defaults to the ILS family: LS, ILS1, ILS2, ILS.
+        calibrators: ids of `keras_ils.calibration.METHODS`, or one id
+            (`"all"`: every one); temperature scaling is always there.
+        seeds: how many seeds (from `seed`), or the list of seeds, at most
+            `MAX_SEEDS` (10,000): each seed splits the data and initialises
+            the networks anew.
         seed: the first seed when `seeds` is a number.
         validation_split: the validation share of the training data, in
             `(0, 1)`.
@@ -353,11 +355,14 @@ def compare(
     """
     from keras_ils import calibration
     from keras_ils import methods as registry
+    from keras_ils.comparison.data import inputs
     from keras_ils.comparison.main_job.config import RunConfig
 
-    chosen_methods = registry.ids(selectable=True) if methods == "all" else tuple(methods)
-    chosen_calibrators = calibration.METHODS if calibrators == "all" else tuple(calibrators)
+    chosen_methods = _ids("methods", methods, registry.ids(selectable=True))
+    chosen_calibrators = _ids("calibrators", calibrators, calibration.METHODS)
     chosen_seeds = seed_list(seeds, seed)
+    for name, share in (("validation_split", validation_split), ("test_split", test_split)):
+        _checks.number_in(name, share, 0, 1, low_open=True, high_open=True)
     if "temperature" not in chosen_calibrators:
         chosen_calibrators = ("temperature", *chosen_calibrators)
     config = RunConfig(  # bad settings fail here, before any data is read
@@ -372,10 +377,40 @@ def compare(
         verbose=verbose,
         log=log or (lambda line: None),
     )
-    make_splits = _splits_maker(x, y, target, validation_split, test_split, num_classes)
+    make_splits = inputs.splits_maker(
+        x, y, target=target, categorical=categorical, steps=steps, validation_split=validation_split,
+        test_split=test_split, num_classes=num_classes,
+    )  # fmt: skip
+    first = make_splits(chosen_seeds[0])  # bad data fail here, before anything is written or trained
+    config.check_examples(first, "x")
     directory = output_dir or tempfile.mkdtemp(prefix="keras_ils_compare_")
     inputs = [x] if isinstance(x, (str, os.PathLike)) and os.path.exists(x) else []
-    return run_seeds(make_splits, config, chosen_seeds, directory, inputs=inputs)
+    splits_of = lambda s: first if s == chosen_seeds[0] else make_splits(s)  # noqa: E731
+    return run_seeds(splits_of, config, chosen_seeds, directory, inputs=inputs)
+
+
+def _ids(name: str, given, every) -> tuple:
+    """`methods` or `calibrators` as a tuple of the ids `every` holds: `"all"` is `every`, one id a list of one.
+
+    Example:
+
+    >>> _ids("methods", "ls", ("ls", "ils")), _ids("methods", ["ils", "ls"], ("ls", "ils"))
+    (('ls',), ('ils', 'ls'))
+    >>> _ids("calibrators", "platt", ("temperature",))
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `calibrators`. Expected an id of ('temperature',), a list of them, or \
+'all'. Received: calibrators='platt'
+    """
+    if isinstance(given, str):
+        chosen = tuple(every) if given == "all" else (given,)
+    elif isinstance(given, Iterable) and not isinstance(given, Mapping):
+        chosen = tuple(given)
+    else:
+        chosen = (None,)
+    if any(not isinstance(i, str) or i not in every for i in chosen):
+        raise _checks.invalid(name, f"an id of {tuple(every)}, a list of them, or 'all'", given)
+    return chosen
 
 
 def run_seeds(

@@ -78,7 +78,7 @@ def conformal_quantile(scores, alpha: float) -> float:
     the scores, and a score equal to it conforms (`score <= quantile`).
 
     Args:
-        scores: `[n]` calibration scores, `n >= 1`.
+        scores: `[n]` calibration scores, `n >= 1`, finite.
         alpha: the miscoverage level, in `(0, 1)`, at least `1 / (n + 1)`.
 
     Returns:
@@ -93,6 +93,12 @@ def conformal_quantile(scores, alpha: float) -> float:
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 1 or len(scores) == 0:
         raise invalid("scores", "a 1-D array of at least one calibration score", f"an array of shape {scores.shape}")
+    nan, inf = int(np.isnan(scores).sum()), int(np.isinf(scores).sum())
+    if nan or inf:  # a NaN sorts last and would be the quantile: sets that cover nothing
+        raise ValueError(
+            f"Invalid value for argument `scores`. Expected finite calibration scores. Received: {nan} NaN and {inf} "
+            f"inf among its {len(scores)} scores (first at index {int(np.flatnonzero(~np.isfinite(scores))[0])})"
+        )
     rank = _rank(len(scores), alpha)
     if rank > len(scores):
         raise _too_few(alpha, len(scores), "")
@@ -224,18 +230,27 @@ def _checked(method, alpha, class_conditional, options) -> tuple:
 
 
 def _calibration_outputs(model, calibration_data):
-    """`(outputs, labels)` of `model` on `calibration_data`, refusing empty data with one line naming the argument."""
+    """`(outputs, labels)` of `model` on `calibration_data`, refusing empty data and outputs that are not finite
+    with one line naming the argument."""
     empty = None
     if isinstance(calibration_data, (tuple, list)) and len(calibration_data) == 2:
         if 0 in {len(leaf) for leaf in keras.tree.flatten(calibration_data) if np.ndim(leaf)}:
             empty = "a tuple (x, y) of 0 examples"
     if empty is None:
         try:
-            return predict_with_labels(model, calibration_data)
+            outputs, labels = predict_with_labels(model, calibration_data)
         except ValueError as error:
             if str(error) != "Argument `data` is empty.":  # a dataset or iterable that yields no batch
                 raise
             empty = f"a {type(calibration_data).__name__} that yields no batch"
+        else:
+            bad = int(np.sum(~np.isfinite(outputs)))
+            if bad:
+                raise ValueError(
+                    f"Invalid value for argument `model`: its outputs on `calibration_data` must be finite to score "
+                    f"the sets. Received: {bad} NaN or infinite values among {np.size(outputs)} (a diverged model?)"
+                )
+            return outputs, labels
     raise ValueError(
         "Invalid value for argument `calibration_data`. Expected at least one (x, y) example, held out from "
         f"training, to calibrate the sets on. Received: {empty}"

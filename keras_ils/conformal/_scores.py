@@ -51,9 +51,11 @@ def _checked(sets, labels=None) -> tuple:
     if sets.ndim != 2 or len(sets) == 0 or sets.shape[1] < 2:
         raise ValueError(f"Argument `sets` must have shape [n >= 1, K >= 2]. Received shape: {sets.shape}")
     if not np.isin(sets, (0.0, 1.0)).all():
+        nan, inf = int(np.isnan(sets).sum()), int(np.isinf(sets).sum())
+        found = f"{nan} NaN and {inf} inf values" if nan or inf else f"values in [{sets.min():.4g}, {sets.max():.4g}]"
         raise ValueError(
             "Invalid value for argument `sets`. Expected 0/1 masks (a conformalized model's outputs). Received "
-            f"values in [{sets.min():.4g}, {sets.max():.4g}] that are not all 0 or 1."
+            f"{found} that are not all 0 or 1."
         )
     if labels is None:
         return sets, None

@@ -17,12 +17,25 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 import keras
+import numpy as np
 from keras import ops
 
+from keras_ils import _outputs
 from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.calibration._float32 import float32_by_default, known_classes, to_compute_dtype
 
-__all__ = ["METHODS", "ConformalSets", "Method", "Ranked", "SetOptions", "check_options", "members", "ranked", "scores"]
+__all__ = [
+    "METHODS",
+    "ConformalSets",
+    "Method",
+    "Ranked",
+    "SetOptions",
+    "check_inputs",
+    "check_options",
+    "members",
+    "ranked",
+    "scores",
+]
 
 Method = Literal["lac", "aps", "raps", "top_k"]
 
@@ -129,6 +142,34 @@ def members(method, r: Ranked, quantiles, uniform=None, k_reg=DEFAULT_K_REG, lam
     return scores(method, r, uniform, k_reg, lam) <= quantiles
 
 
+def check_inputs(inputs, from_logits: bool) -> None:
+    """Refuses host `inputs` of `ConformalSets` that are not finite, or not the kind (`from_logits`) it was made for.
+
+    Example:
+
+    >>> check_inputs(np.array([[2.0, -1.0, 0.5]]), from_logits=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid value for argument `inputs`: these sets were made for probabilities (from_logits=False), ...
+    """
+    values = np.asarray(inputs, dtype=np.float64)
+    nan, inf = int(np.isnan(values).sum()), int(np.isinf(values).sum())
+    if nan or inf:
+        raise ValueError(
+            f"Invalid value for argument `inputs`. Expected finite {'logits' if from_logits else 'probabilities'}. "
+            f"Received: {nan} NaN and {inf} inf among its {values.size} values"
+        )
+    if values.size and from_logits == _outputs.is_distribution(values):
+        made, given = ("logits", "probabilities") if from_logits else ("probabilities", "logits")
+        sums = values.sum(axis=-1)
+        raise ValueError(
+            f"Invalid value for argument `inputs`: these sets were made for {made} (from_logits={from_logits}), but "
+            f"the values look like {given} (in [{values.min():.4g}, {values.max():.4g}], rows summing to "
+            f"[{sums.min():.4g}, {sums.max():.4g}]); their sets would not hold the stated coverage. Give them "
+            f"{made}, as the quantiles were fitted on, or fit the sets on {given} (from_logits={not from_logits})."
+        )
+
+
 class SetOptions(NamedTuple):
     """A method's options, checked: what travels from `fit_conformal` or `conformalize` to the layer."""
 
@@ -193,6 +234,11 @@ class ConformalSets(keras.layers.Layer):
 
     Call arguments:
         inputs: `[..., K]` logits (or probabilities with `from_logits=False`).
+            Given as numpy arrays (or lists), they are checked first
+            (`check_inputs`): values that are not finite, or of the other
+            kind (logits to sets fitted on probabilities, or the reverse,
+            whose sets would miss the stated coverage), are a `ValueError`.
+            Tensors are not checked (no check runs inside a compiled step).
 
     Example:
 
@@ -229,6 +275,11 @@ class ConformalSets(keras.layers.Layer):
         num_classes = known_classes(self, input_shape)
         self.input_spec = keras.layers.InputSpec(axes={-1: num_classes})
         self.quantiles = self.add_weight(name="quantiles", shape=(num_classes,), initializer="ones", trainable=False)
+
+    def __call__(self, inputs, *args, **kwargs):
+        if isinstance(inputs, (np.ndarray, list, tuple)):  # host values: checked here, never in a compiled step
+            check_inputs(inputs, self.from_logits)
+        return super().__call__(inputs, *args, **kwargs)
 
     def ranked(self, inputs) -> Ranked:
         """`Ranked` of the probabilities of `inputs`, computed as `call` computes them (float32)."""

@@ -94,7 +94,8 @@ def test_a_dataframe_with_a_target_column(iris, tmp_path):
     pandas = pytest.importorskip("pandas")
     frame = pandas.DataFrame(iris[0], columns=["sepal length", "sepal width", "petal length", "petal width"])
     frame["species"] = np.array(["setosa", "versicolor", "virginica"])[iris[1]]
-    found = _quietly(x=frame, target="species", output_dir=str(tmp_path / "t"), **FAST)
+    found = _quietly(x=frame, target="species", output_dir=str(tmp_path / "t"), **{**FAST, "methods": "ls"})
+    assert found.rows == ["No LS", "No LS + TempS", "LS", "LS + TempS"]  # methods="ls": one id, a list of one
     model = found.models["LS"]
     columns = {name.replace(" ", "_"): frame[name].to_numpy()[:4, None] for name in frame.columns[:4]}
     assert model.predict(columns, verbose=0).shape == (4, 3)
@@ -177,6 +178,17 @@ def test_seed_list():
     assert seed_list(2, 7) == [7, 8] and seed_list((3, 1)) == [3, 1]
     with pytest.raises(ValueError, match="Invalid value for argument `seeds`"):
         seed_list("3")
+    with pytest.raises(ValueError, match=r"Expected a number of seeds in \[1, 10000\]"):
+        seed_list(10**12)  # was a MemoryError with an empty message
+    with pytest.raises(ValueError, match="Expected at most 10000 seeds. Received: 10001"):
+        seed_list(list(range(10_001)))
+    with pytest.raises(
+        ValueError, match=r"`--seed` and `--seeds`: .* --seed \+ --seeds - 1 = \d+, which overflows \[0, 2\*\*63\)"
+    ):
+        seed_list(2, 2**63 - 1, names=("--seeds", "--seed"))
+    with pytest.raises(ValueError, match="overflows"):
+        seed_list(np.int64(2), np.int64(2**63 - 1))  # numpy's int64 sum would wrap around
+    assert seed_list(1, 2**63 - 1) == [2**63 - 1]
 
 
 def _snapshot(folder) -> dict:

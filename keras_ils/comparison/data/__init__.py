@@ -3,6 +3,7 @@
 | module        | what it holds                                                                    |
 |---------------|----------------------------------------------------------------------------------|
 | `datasets`    | `load(spec)`: `"synthetic"`, `.npz`, `.csv`, `"PREFIX:NAME"` (`register_source`)  |
+| `inputs`      | `splits_maker`: `compare`'s `x` in every form it takes, to the loader below      |
 | `arrays`      | `array_splits`, `dataset_arrays`: arrays and `tf.data` datasets                  |
 | `npz`         | `load_npz`: a user's `.npz`, read and checked array by array                     |
 | `tabular`     | `table_splits`: a CSV file or a DataFrame, its columns typed by a FeatureSpace   |

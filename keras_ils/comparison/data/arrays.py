@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from keras_ils._checks import integer_at_least
 from keras_ils.comparison.data.splits import (
     Splits,
     check_features,
@@ -27,14 +28,27 @@ from keras_ils.comparison.data.splits import (
 __all__ = ["array_splits", "dataset_arrays"]
 
 
-def dataset_arrays(dataset: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
+def dataset_arrays(dataset: tf.data.Dataset, steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`(x, y)` as numpy arrays from a dataset of `(x, y)` pairs, batched or not (read once, in order).
+
+    A dataset that may never end, of infinite cardinality (`repeat()`) or
+    unknown (`filter`, `from_generator`), is refused before anything is read
+    unless `steps` bounds it. The errors name the argument `x`, as
+    `keras_ils.compare` takes the dataset.
+
+    Args:
+        dataset: yields `(features, label)` pairs, or batches of them.
+        steps: read only the first `steps` elements of `dataset` (batches,
+            when it is batched), as `dataset.take(steps)`. Defaults to
+            `None`: all of them, which needs a known, finite cardinality.
 
     Example:
 
     >>> x, y = dataset_arrays(tf.data.Dataset.from_tensor_slices((np.ones((5, 2)), np.arange(5))).batch(2))
     >>> x.shape, y.tolist()
     ((5, 2), [0, 1, 2, 3, 4])
+    >>> dataset_arrays(tf.data.Dataset.from_tensor_slices((np.ones((5, 2)), np.arange(5))).repeat(), steps=7)[1]
+    array([0, 1, 2, 3, 4, 0, 1])
     """
     spec = dataset.element_spec
     if not (isinstance(spec, tuple) and len(spec) == 2):
@@ -42,16 +56,48 @@ def dataset_arrays(dataset: tf.data.Dataset) -> tuple[np.ndarray, np.ndarray]:
             "Invalid value for argument `x`: a tf.data.Dataset must yield `(features, label)` pairs. "
             f"Received a dataset whose elements are {spec}"
         )
+    if steps is None:
+        _check_bounded(dataset)
+    else:
+        dataset = dataset.take(integer_at_least("steps", steps, 1))
     batched = spec[1].shape.rank is not None and spec[1].shape.rank >= 1 and spec[1].shape[0] is None
     if batched:
         dataset = dataset.unbatch()
     xs, ys = [], []
-    for x, y in dataset.as_numpy_iterator():
-        xs.append(x)
-        ys.append(y)
+    try:
+        for x, y in dataset.as_numpy_iterator():
+            xs.append(x)
+            ys.append(y)
+    except tf.errors.OpError as error:
+        raise ValueError(
+            f"Invalid value for argument `x`: reading the tf.data.Dataset failed after {len(xs)} examples: "
+            f"{type(error).__name__}: {error.message.splitlines()[0]}"
+        ) from error
     if not xs:
         raise ValueError("Invalid value for argument `x`: the dataset yields no examples.")
-    return np.stack(xs), np.stack(ys)
+    try:
+        return np.stack(xs), np.stack(ys)
+    except ValueError as error:  # examples or labels of several shapes
+        raise ValueError(
+            f"Invalid value for argument `x`: the dataset's examples are not of one shape ({error})."
+        ) from error
+
+
+def _check_bounded(dataset) -> None:
+    """Refuses a dataset whose reading may never end: infinite or unknown cardinality."""
+    cardinality = int(dataset.cardinality())
+    if cardinality == tf.data.INFINITE_CARDINALITY:
+        raise ValueError(
+            "Invalid value for argument `x`: the tf.data.Dataset is infinite (a `repeat()` without a count), so "
+            "reading it would never end. Bound it: `x.take(n)` keeps its first n elements (batches, when it is "
+            "batched); or pass `steps=n`."
+        )
+    if cardinality == tf.data.UNKNOWN_CARDINALITY:
+        raise ValueError(
+            "Invalid value for argument `x`: the tf.data.Dataset's cardinality is unknown (after `filter`, from a "
+            "generator, ...), so reading it may never end. Pass `steps=n` to read its first n elements (batches, "
+            "when it is batched), or state its length: `x.apply(tf.data.experimental.assert_cardinality(n))`."
+        )
 
 
 def array_splits(

@@ -32,6 +32,8 @@ that knowingly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 from keras_ils._checks import integer_at_least
@@ -84,17 +86,18 @@ def load_synthetic(seed: int = 0, n_train: int = 50, n_validation: int = 50, n_t
     return Splits(make(train), make(validation), make(test), synthetic.NUM_CLASSES, (2,), "synthetic", groups)
 
 
-def _check_target(spec: str, target) -> None:
-    """A `.csv` table needs the `target` column's name; no other dataset takes one."""
+def _check_target(spec: str, target, categorical) -> None:
+    """A `.csv` table needs the `target` column's name; no other dataset takes one, nor `categorical` columns."""
     if spec.endswith(".csv") and (not isinstance(target, str) or not target):
         raise ValueError(
             "Invalid value for argument `target`. Expected the name of the column to predict of the table "
             f"{spec!r} (on the command line: --target COLUMN). Received: target={target!r}"
         )
-    if target is not None and not spec.endswith(".csv"):
-        raise ValueError(
-            f"Argument `target` applies to .csv tables only. Received: target={target!r} for dataset {spec!r}"
-        )
+    for name, value in (("target", target), ("categorical", categorical)):
+        if value is not None and not spec.endswith(".csv"):
+            raise ValueError(
+                f"Argument `{name}` applies to .csv tables only. Received: {name}={value!r} for dataset {spec!r}"
+            )
 
 
 def _per_class(validation_size) -> int:
@@ -121,6 +124,7 @@ def load(
     validation_size: int | None = None,
     train_splits: tuple = ("train",),
     target: str | None = None,
+    categorical: Sequence[str] | str | None = None,
 ) -> Splits:
     """`"synthetic"`, `"tfds:NAME"`, a path ending in `.npz`, or one ending in `.csv` with a `target` column.
 
@@ -133,7 +137,8 @@ def load(
     a `.npz`. `validation_size` and `train_splits` are otherwise a registered
     catalogue's (`load_tfds`'s): `load("tfds:svhn_cropped",
     train_splits=("train", "extra"), validation_size=6000)` is the paper's
-    598K/6K SVHN split.
+    598K/6K SVHN split. `categorical` names a `.csv` table's columns to read
+    as categories (`table_splits`).
 
     Example:
 
@@ -141,7 +146,7 @@ def load(
     'synthetic'
     """
     check_num_classes(num_classes)
-    _check_target(spec, target)
+    _check_target(spec, target, categorical)
     prefix, colon, name = spec.partition(":")
     registered = colon and prefix in _SOURCES
     synthetic_size = spec == "synthetic" and tuple(train_splits) == ("train",)
@@ -173,7 +178,7 @@ def load(
     if spec.endswith(".npz"):
         return load_npz(spec, validation_fraction=validation_fraction, seed=seed, num_classes=num_classes)
     if spec.endswith(".csv"):
-        splits = table_splits(spec, target, validation_fraction=validation_fraction, seed=seed)
+        splits = table_splits(spec, target, validation_fraction=validation_fraction, seed=seed, categorical=categorical)
         check_known_classes(spec, splits.num_classes, num_classes)
         return splits
     sources = ", ".join(f"{known}:NAME" for known in sorted(_SOURCES)) or "tfds:NAME with keras_ils_experiments"

@@ -31,6 +31,8 @@ _SAVE_HINT = "Save one with np.savez(path, x_train=..., y_train=..., x_test=...,
 
 def _read_npz(path):
     """`(x_train, y_train, x_test, y_test)` from `path`, or a `ValueError` saying why they cannot be read."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a directory, not a .npz file.")
     if not os.path.isfile(path):
         raise ValueError(f"No such .npz file: {path}")
     try:

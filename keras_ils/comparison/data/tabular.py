@@ -15,12 +15,15 @@ validation and test sets, and types every other column with
 | distinct values                                                 | training values, plus one for an unseen value  |
 | booleans (a bool column; a CSV column of only true/false)       | `integer_categorical` on 0/1                   |
 | strings (any other CSV column; a DataFrame's str, object or     | `string_categorical`: one-hot, as above        |
-| category column)                                                |                                                |
+| category column); any column named in `categorical`, as text    |                                                |
 
 A CSV is read with python's `csv` module, so pandas stays optional; its
 cells are typed by what they hold (a column whose every cell is an integer
-is integers, and so on). A DataFrame's columns are typed by their dtypes: to
-make an integer column categorical, give it as strings (`df[c].astype(str)`).
+is integers, and so on). A DataFrame's columns are typed by their dtypes.
+`categorical=[column, ...]` reads columns as categories whatever they hold
+(their values as text). A column of text whose cells are mostly numbers, a
+few typos (`3.1O`) away from a column of numbers, is refused naming the
+column and the cells: correct them, or declare the column categorical.
 The splits' features are the FeatureSpace's concatenated float32 vectors,
 and `Splits.feature_space` keeps it: a model saved through
 `splits.taking_stored_features` takes the raw columns, a dict
@@ -36,6 +39,7 @@ import csv
 import os
 import re
 import sys
+from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np
@@ -67,15 +71,18 @@ def _listed(names, limit=20) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _csv_cells(path: str) -> dict:
-    """`{column: [cells as text]}` of a CSV file with a header line (blank lines skipped, cells stripped)."""
+def _csv_cells(path: str) -> tuple[dict, list]:
+    """`({column: [cells as text]}, [line of each row])` of a CSV file with a header line (blank lines skipped,
+    cells stripped)."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a directory, not a .csv file.")
     if not os.path.isfile(path):
         raise ValueError(f"No such .csv file: {path}")
     try:
         with open(path, newline="", encoding="utf-8-sig") as file:
             reader = csv.reader(file)
             header = [name.strip() for name in next(reader, [])]
-            rows = []
+            rows, lines = [], []
             for row in reader:
                 if not row:
                     continue
@@ -84,12 +91,13 @@ def _csv_cells(path: str) -> dict:
                         f"{path}, line {reader.line_num}: {len(row)} cells where the header line has {len(header)}."
                     )
                 rows.append([cell.strip() for cell in row])
+                lines.append(f"line {reader.line_num}")
     except (csv.Error, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not a readable CSV file of UTF-8 text ({error}).") from error
     if not rows:
         raise ValueError(f"{path}: expected a header line of column names, then at least one row. Received none.")
     _check_names(header, path)
-    return {name: [row[i] for row in rows] for i, name in enumerate(header)}
+    return {name: [row[i] for row in rows] for i, name in enumerate(header)}, lines
 
 
 def _check_names(names, source):
@@ -137,11 +145,13 @@ def _frame_column(series, name: str) -> np.ndarray:
     )
 
 
-def _raw_columns(table) -> tuple[dict, str]:
-    """`({column: raw column}, name)`: a CSV's cells as text, a DataFrame's columns as Series; missing refused."""
+def _raw_columns(table) -> tuple[dict, str, Callable]:
+    """`({column: raw column}, name, where)`: a CSV's cells as text, a DataFrame's columns as Series, missing
+    refused; `where(i)` names row `i` in messages (`"line 7"`, `"row 'a'"`)."""
     if isinstance(table, (str, os.PathLike)):
         path = os.fspath(table)
-        raw = _csv_cells(path)
+        raw, lines = _csv_cells(path)
+        where = lines.__getitem__
         missing = {name: sum(cell in MISSING_MARKERS for cell in cells) for name, cells in raw.items()}
         source = os.path.basename(path)
     else:
@@ -158,6 +168,7 @@ def _raw_columns(table) -> tuple[dict, str]:
             )
         _check_names([str(name) for name in table.columns], "The DataFrame")
         raw = {str(name): table[name] for name in table.columns}
+        where = lambda i: f"row {_plain(table.index[i])!r}"  # noqa: E731
         missing = {name: int(column.isna().sum()) for name, column in raw.items()}
         source = "dataframe"
     missing = [(name, count) for name, count in missing.items() if count]
@@ -168,11 +179,61 @@ def _raw_columns(table) -> tuple[dict, str]:
             f"{counts.replace(' in', ' missing values in', 1)} (of {len(next(iter(raw.values())))} rows). Fill or "
             "drop them first (e.g. DataFrame.fillna or DataFrame.dropna)."
         )
-    return raw, source
+    return raw, source, where
 
 
-def _typed(raw, name: str) -> np.ndarray:
+def _plain(value):
+    """A numpy scalar as the Python value it holds (its repr is `102`, not `np.int64(102)`)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _typed(raw, name: str, category: bool = False) -> np.ndarray:
+    """The column's values: a declared `category`'s as text, others by `_parsed` (a CSV) or `_frame_column`."""
+    if category:
+        return np.array(raw if isinstance(raw, list) else [str(value) for value in raw], dtype=object)
     return _parsed(raw) if isinstance(raw, list) else _frame_column(raw, name)
+
+
+def _categories(categorical, names, target) -> frozenset:
+    """The columns `categorical` declares categories (one name, or a list of names), checked against `names`."""
+    if categorical is None:
+        return frozenset()
+    declared = [categorical] if isinstance(categorical, str) else list(categorical)
+    others = [name for name in names if name != target]
+    if any(str(name) not in others for name in declared):
+        raise ValueError(
+            f"Invalid value for argument `categorical` (on the command line: --categorical). Expected feature "
+            f"columns of the table (the target {target!r} is read as classes): {_listed(others)}. Received: "
+            f"categorical={categorical!r}"
+        )
+    return frozenset(map(str, declared))
+
+
+def _check_numbers(name, values, where, source) -> None:
+    """Refuses a column of text whose cells are mostly numbers: a few typos (`3.1O`) that made it a category."""
+    if values.dtype != object:
+        return
+    distinct, inverse = np.unique(values, return_inverse=True)
+    numbers = np.array([_is_number(text) for text in distinct])[inverse.reshape(-1)]
+    bad = np.flatnonzero(~numbers)
+    if not len(bad) or 2 * len(bad) >= len(values):  # no typo, or a column of text
+        return
+    cells = ", ".join(f"{values[i]!r} ({where(i)})" for i in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    count = f"{len(bad)} cell that is" if len(bad) == 1 else f"{len(bad)} cells that are"
+    raise ValueError(
+        f"Invalid value for argument `table`. Expected numbers in column {name!r} of {source}, as {int(numbers.sum())} "
+        f"of its {len(values)} cells are. Received: {count} not: {cells}. Correct them, or declare the column a "
+        f"category, `categorical=[{name!r}]` (on the command line: --categorical {name!r}), to read every cell as "
+        "text."
+    )
+
+
+def _is_number(text) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _target_name(target, names) -> str:
@@ -187,7 +248,7 @@ def _target_name(target, names) -> str:
 def _encoded_target(values: np.ndarray, name: str) -> tuple[np.ndarray, tuple]:
     """`(y, class_names)`: the target's values as indices into its sorted distinct values."""
     classes, y = np.unique(values, return_inverse=True)
-    class_names = tuple(c.item() if isinstance(c, np.generic) else c for c in classes)
+    class_names = tuple(map(_plain, classes))
     if len(class_names) < 2:
         raise ValueError(
             f"Invalid value for argument `target`. Expected a column with at least 2 classes. Received: column "
@@ -261,6 +322,7 @@ def table_splits(
     test_fraction: float = DEFAULT_TEST_FRACTION,
     seed: int = 0,
     name: str | None = None,
+    categorical: Sequence[str] | str | None = None,
 ) -> Splits:
     """A table's rows as seeded, stratified train/validation/test `Splits`, its columns encoded by a FeatureSpace.
 
@@ -276,6 +338,9 @@ def table_splits(
         seed: seeds both splits. Defaults to `0`.
         name: the data's name in the results and messages. Defaults to
             `None`: the file's name, or `"dataframe"`.
+        categorical: a feature column, or a list of them, to read as a
+            category whatever its cells hold (`string_categorical` on their
+            text), e.g. codes that look like numbers. Defaults to `None`.
 
     Returns:
         `Splits` whose features are the FeatureSpace's float32 vectors,
@@ -284,7 +349,9 @@ def table_splits(
     Raises:
         ValueError: naming the column: missing values, an unknown `target`,
             a one-class target, a class with fewer than 3 rows, no feature
-            column that varies.
+            column that varies, a column of numbers with a few cells that are
+            not (`3.1O`: named with their lines or rows; a column not
+            declared in `categorical` whose cells are mostly numbers).
 
     Example:
 
@@ -298,11 +365,15 @@ def table_splits(
     """
     check_fraction(validation_fraction)
     check_fraction(test_fraction, "test_fraction")
-    raw, source = _raw_columns(table)
+    raw, source, where = _raw_columns(table)
     target = _target_name(target, raw)
     name = name or source
-    columns = {column: _typed(values, column) for column, values in raw.items()}
+    categories = _categories(categorical, raw, target)
+    columns = {column: _typed(values, column, column in categories) for column, values in raw.items()}
     y, class_names = _encoded_target(columns.pop(target), target)
+    for column, values in columns.items():
+        if column not in categories and str(getattr(raw[column], "dtype", "")) != "category":  # declared too
+            _check_numbers(column, values, where, name)
     features, kinds = _features(columns, target, name)
     train, validation, test = split_rows(
         y,
@@ -350,7 +421,7 @@ def model_inputs(table, model) -> dict:
             "Invalid value for argument `model`. Expected a model that takes a dict of columns, as the models "
             f"saved from a table's Splits do. Received: a model whose input is {model.input}"
         )
-    raw, source = _raw_columns(table)
+    raw, source, _ = _raw_columns(table)
     keyed = {_key(name): values for name, values in raw.items()}
     missing = [key for key in model.input if key not in keyed]
     if missing:

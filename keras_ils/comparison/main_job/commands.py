@@ -44,6 +44,7 @@ def _load(args, seed: int):
         validation_size=args.validation_size,
         train_splits=args.train_splits,
         target=args.target,
+        categorical=args.categorical,
     )
 
 
@@ -102,8 +103,9 @@ def run(args) -> str:
         conformal=args.conformal,
         log=print,
     )
-    seeds = comparison.seed_list(args.seeds, args.seed)
+    seeds = comparison.seed_list(args.seeds, args.seed, names=("--seeds", "--seed"))
     first = _load(args, seeds[0])
+    config.check_examples(first, "--dataset")
     output_dir = config.output_dir or _output_dir("", first, config)
     make_splits = lambda seed: first if seed == seeds[0] else _load(args, seed)  # noqa: E731
     inputs = [path for path in (args.dataset, args.teacher_cache) if path and os.path.exists(path)]

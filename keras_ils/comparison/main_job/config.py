@@ -13,6 +13,8 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+import keras
+
 from keras_ils import methods
 from keras_ils._checks import integer_at_least, invalid, number_in
 from keras_ils.calibration import ESTIMATORS
@@ -178,6 +180,13 @@ methods=('mixup',)
     conformal: float | None = None
 
     def __post_init__(self):
+        if isinstance(self.build_model, keras.layers.Layer):  # a model is callable, but it is one network
+            raise TypeError(
+                "Argument `build_model` must be a function `build_model(num_classes) -> keras.Model` that returns a "
+                "new model on every call (each row trains its own network), not a model. Received: a "
+                f"{type(self.build_model).__name__} named {self.build_model.name!r}. Wrap it, e.g. "
+                "`build_model=lambda num_classes: keras.models.clone_model(model)` (new weights each call)."
+            )
         if self.build_model is not None and not callable(self.build_model):
             raise TypeError(
                 "Argument `build_model` must be a function `build_model(num_classes) -> keras.Model` or None. "
@@ -209,6 +218,17 @@ methods=('mixup',)
             raise ValueError(
                 "Arguments `teacher_cache` and `teacher_folds` > 1 exclude each other: the cache holds one "
                 "teacher's logits."
+            )
+
+    def check_examples(self, splits, argument: str) -> None:
+        """Refuses examples that the package's default networks cannot take (vectors and images), when no
+        network is named or built; `argument` is the data's argument in the message (`x`, `--dataset`)."""
+        if self.build_model is None and self.model_name is None and len(splits.input_shape) not in (1, 3):
+            raise ValueError(
+                f"Invalid value for argument `{argument}`. Expected vectors [n, features] or images [n, height, "
+                "width] / [n, height, width, channels], which the package's networks (MLP, CNN) take; pass "
+                "`build_model`, a network of yours, for examples of other shapes. Received: examples of shape "
+                f"{tuple(splits.input_shape)} ({splits.name})"
             )
 
     def model_for(self, splits) -> str:

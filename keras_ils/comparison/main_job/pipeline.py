@@ -113,8 +113,11 @@ def _check_model(setup):
     config, splits = setup.config, setup.splits
     if config.build_model is not None:
         return _check_built_model(config.build_model, splits)
+    config.check_examples(splits, "x")
     try:
-        networks.build(config.model_name, splits.num_classes, splits.input_shape)
+        shape = _output_shape(networks.build(config.model_name, splits.num_classes, splits.input_shape))
+        if shape is not None and shape != (None, splits.num_classes):
+            raise ValueError(f"it outputs shape {shape}, not [n, {splits.num_classes}]")
     except (ValueError, TypeError) as error:
         raise ValueError(
             f"Invalid value for argument `--model` (model). {config.model_name!r} cannot take {splits.name}'s "
@@ -122,9 +125,17 @@ def _check_model(setup):
         ) from error
 
 
+def _output_shape(model) -> tuple | None:
+    """A functional or Sequential model's output shape; `None` for a model that knows it only once called."""
+    try:
+        return tuple(model.output_shape)
+    except (AttributeError, ValueError):
+        return None
+
+
 def _check_built_model(build_model, splits):
-    """`build_model(K)` must return a Keras model that takes one batch of the data's examples and outputs `[n, K]`
-    logits: refused before anything trains, naming what is wrong."""
+    """`build_model(K)` must return a new Keras model (a second call is checked to be another) that takes one batch
+    of the data's examples and outputs `[n, K]` logits: refused before anything trains, naming what is wrong."""
     model = build_model(splits.num_classes)
     if not isinstance(model, keras.Model):
         raise TypeError(
@@ -150,6 +161,25 @@ def _check_built_model(build_model, splits):
             f"Argument `build_model`: its model must output [n, {splits.num_classes}] logits for "
             f"{splits.num_classes} classes; it outputs shape {tuple(outputs.shape)}."
         )
+    _check_new_models(build_model, model, batch, splits.num_classes)
+
+
+def _check_new_models(build_model, model, batch, num_classes):
+    """A second `build_model(K)` must be a new model, sharing no trainable weight with the first: otherwise every
+    network of the comparison trains on from the last one's weights (a student from the trained teacher's)."""
+    again = build_model(num_classes)
+    if again is not model:
+        again(batch)  # built, so that its weights exist
+        first = {id(weight) for weight in model.trainable_weights}
+        if not any(id(weight) in first for weight in again.trainable_weights):
+            return
+    what = "the same model object" if again is model else "a model that shares trainable weights with the first"
+    raise ValueError(
+        f"Argument `build_model` must return a new model on every call: a second build_model({num_classes}) "
+        f"returned {what}, so each network of the comparison would train on from the previous one's weights (each "
+        "student from the trained teacher's). Build the layers inside the function (or return "
+        "`keras.models.clone_model(model)`)."
+    )
 
 
 def _check_run(setup, engine):

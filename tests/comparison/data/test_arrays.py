@@ -73,3 +73,32 @@ def test_dataset_arrays_refuses_other_elements():
         dataset_arrays(tf.data.Dataset.from_tensor_slices(np.zeros((3, 2))))
     with pytest.raises(ValueError, match="yields no examples"):
         dataset_arrays(tf.data.Dataset.from_tensor_slices((np.zeros((0, 2)), np.zeros(0))))
+
+
+def test_a_dataset_that_may_never_end_is_refused_unless_steps_bound_it():
+    """`repeat()` read forever (memory growing); a dataset of unknown length may too: both refused at once."""
+    x, y = np.arange(14.0).reshape(7, 2), np.arange(7) % 3
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    with pytest.raises(ValueError, match=r"argument `x`: the tf.data.Dataset is infinite.*`x.take\(n\)`.*`steps=n`"):
+        dataset_arrays(dataset.repeat())
+    with pytest.raises(ValueError, match=r"cardinality is unknown.*`steps=n`.*assert_cardinality\(n\)"):
+        dataset_arrays(dataset.filter(lambda a, b: True))
+    got_x, got_y = dataset_arrays(dataset.repeat().batch(3), steps=4)  # 4 batches of 3: the first 12 examples
+    np.testing.assert_array_equal(got_x, np.concatenate([x, x])[:12])
+    np.testing.assert_array_equal(got_y, np.concatenate([y, y])[:12])
+    got_x, _ = dataset_arrays(dataset.filter(lambda a, b: b > 0), steps=100)  # ends before the bound
+    np.testing.assert_array_equal(got_x, x[y > 0])
+    known = dataset.filter(lambda a, b: True).apply(tf.data.experimental.assert_cardinality(7))
+    np.testing.assert_array_equal(dataset_arrays(known)[0], x)
+    with pytest.raises(ValueError, match="Invalid value for argument `steps`"):
+        dataset_arrays(dataset, steps=0)
+
+
+def test_a_dataset_that_fails_while_read_names_x():
+    def broken(a, b):  # the third example (class 2) fails the assertion
+        with tf.control_dependencies([tf.debugging.assert_less(b, tf.constant(2, b.dtype))]):
+            return tf.identity(a), b
+
+    dataset = tf.data.Dataset.from_tensor_slices((np.zeros((6, 2)), np.arange(6) % 3)).map(broken)
+    with pytest.raises(ValueError, match="argument `x`: reading the tf.data.Dataset failed after 2 examples"):
+        dataset_arrays(dataset)
