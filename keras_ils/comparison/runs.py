@@ -293,7 +293,8 @@ def compare(
     NLL; every model is calibrated on the validation split by each of
     `calibrators`; every row is scored on the test split. The verdict
     compares each row with No LS + TempS by the paired per-example test-NLL
-    difference, pooled over the seeds, with Holm's correction per family
+    difference, each test example and each training run counted once, the
+    seeds' spread in its interval, with Holm's correction per family
     (training methods; post-hoc calibrators).
 
     Args:
