@@ -136,10 +136,10 @@ def _subset(example_nll, seeds):
 def verified_shared(npz, seeds):
     """Whether the `.npz` gives every seed the same test examples: its splits loaded as `compare` loads them, seed by
     seed, compared by `reporting.examples` (the A/A runs were made before `test_nll.npz` held the fingerprint)."""
-    from keras_ils.comparison.data import arrays, datasets
+    from keras_ils.comparison.data import datasets
     from keras_ils.comparison.reporting import examples
 
-    prints = [examples.fingerprint(*arrays.dataset_arrays(datasets.load(npz, seed=seed).test)) for seed in seeds]
+    prints = [examples.fingerprint(datasets.load(npz, seed=seed).test.batch(4096).as_numpy_iterator) for seed in seeds]
     return examples.shared_examples(prints, seeds)
 
 

@@ -17,7 +17,6 @@ import keras
 import numpy as np
 
 from keras_ils import conformal, data, evaluation, plots
-from keras_ils.comparison.data import arrays
 from keras_ils.comparison.data.splits import taking_stored_features
 from keras_ils.comparison.engine import training
 from keras_ils.comparison.reporting import examples
@@ -111,9 +110,10 @@ class Report:
         preprocessing = self.splits.preprocessing
         results = {**header, "preprocessing": preprocessing, "rows": self.rows, "reliability_bins": bins}
         result_files.write(results, self.staging)
-        features, labels = arrays.dataset_arrays(self.splits.test)  # which examples: the verdict's unit
-        fingerprint = {examples.FINGERPRINT_KEY: examples.fingerprint(features, labels)}
-        np.savez(os.path.join(self.staging, TEST_NLL_FILE), **self.example_nll, **fingerprint)
+        fingerprint = examples.fingerprint(self.splits.test.batch(4096).as_numpy_iterator)  # the verdict's unit
+        np.savez(
+            os.path.join(self.staging, TEST_NLL_FILE), **self.example_nll, **{examples.FINGERPRINT_KEY: fingerprint}
+        )
         if self.set_sizes:
             np.savez(os.path.join(self.staging, TEST_SET_SIZES_FILE), **self.set_sizes)
         scores = {row["model"]: {c: row["all"][c] for c in result_files.FIGURE_SCORES} for row in self.rows}

@@ -17,7 +17,7 @@ another example moves them by about 1).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -28,26 +28,43 @@ _DIRECTIONS = 4
 _TOLERANCE = 1e-5
 
 
-def fingerprint(features, labels) -> np.ndarray:
+def fingerprint(batches: Callable[[], Iterable]) -> np.ndarray:
     """`[n, 5]` float64: each test example's label, then its z-scored features projected on 4 fixed directions.
 
+    The test set is read twice, a batch at a time (the features' mean and
+    spread, then the projection), so a test set larger than memory can be
+    fingerprinted.
+
     Args:
-        features: `[n, ...]` the test features, as the run saw them.
-        labels: `[n]` the test labels.
+        batches: a function returning an iterable of `(features [b, ...],
+            labels [b])` batches of the test set, in its order, the same
+            each call (e.g. `lambda: dataset.batch(4096).as_numpy_iterator()`).
 
     Example:
 
     >>> rng = np.random.default_rng(0)
     >>> x, y = rng.normal(size=(50, 3)), rng.integers(0, 2, 50)
-    >>> rescaled = ((x - 1.5) / 4.0).astype(np.float32)  # another seed's standardisation
-    >>> float(np.abs(fingerprint(x, y) - fingerprint(rescaled, y)).max()) < 1e-6
-    True
+    >>> rescaled = ((x - 1.5) / 4.0).astype(np.float32)  # another seed's standardisation, in two batches
+    >>> one = fingerprint(lambda: [(x, y)])
+    >>> other = fingerprint(lambda: [(rescaled[:20], y[:20]), (rescaled[20:], y[20:])])
+    >>> one.shape, float(np.abs(one - other).max()) < 1e-6
+    ((50, 5), True)
     """
-    x = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
-    spread = x.std(axis=0)
-    z = np.divide(x - x.mean(axis=0), spread, out=np.zeros_like(x), where=spread > 0)
-    directions = np.random.default_rng(0).standard_normal((x.shape[1], _DIRECTIONS)) / np.sqrt(x.shape[1])
-    return np.column_stack([np.asarray(labels, dtype=np.float64), z @ directions])
+    count, mean, squares = 0, 0.0, 0.0  # Chan et al.'s pairwise update of the mean and the sum of squares
+    for features, _ in batches():
+        x = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
+        n, batch_mean = len(x), x.mean(axis=0)
+        delta, total = batch_mean - mean, count + n
+        squares = squares + ((x - batch_mean) ** 2).sum(axis=0) + delta**2 * count * n / total
+        mean, count = mean + delta * n / total, total
+    spread = np.sqrt(squares / count)
+    directions = np.random.default_rng(0).standard_normal((len(spread), _DIRECTIONS)) / np.sqrt(len(spread))
+    directions = np.divide(directions, spread[:, None], out=np.zeros_like(directions), where=spread[:, None] > 0)
+    rows = []
+    for features, labels in batches():
+        x = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
+        rows.append(np.column_stack([np.asarray(labels, dtype=np.float64), (x - mean) @ directions]))
+    return np.concatenate(rows)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -69,7 +86,8 @@ def shared_examples(fingerprints: Sequence, seeds: Sequence | None = None) -> bo
     Example:
 
     >>> rng = np.random.default_rng(0)
-    >>> one, other = (fingerprint(rng.normal(size=(20, 2)), np.arange(20) % 2) for _ in range(2))
+    >>> x, labels = rng.normal(size=(40, 2)), np.arange(20) % 2
+    >>> one, other = fingerprint(lambda: [(x[:20], labels)]), fingerprint(lambda: [(x[20:], labels)])
     >>> shared_examples([one, one.copy()]), shared_examples([one, other]), shared_examples([one, None])
     (True, False, None)
     """

@@ -505,17 +505,18 @@ class TestTestExamples:
         y = rng.integers(0, 3, 400)
         test = slice(300, 400)
         seen = [self._standardised(x, rng.permutation(300)[:240])[test] for _ in range(3)]
-        prints = [examples.fingerprint(v, y[test]) for v in seen]
+        prints = [examples.fingerprint(lambda v=v: [(v[:60], y[test][:60]), (v[60:], y[test][60:])]) for v in seen]
         assert examples.shared_examples(prints) is True
         assert prints[0].shape == (100, 5) and prints[0][:, 0].tolist() == y[test].tolist()
-        other = examples.fingerprint(self._standardised(x, np.arange(240))[200:300], y[200:300])
+        other = examples.fingerprint(lambda: [(self._standardised(x, np.arange(240))[200:300], y[200:300])])
         assert examples.shared_examples([prints[0], other]) is False
         with pytest.raises(ValueError, match="seeds 1 and 2 scored the same test examples, seeds \\[0\\] others"):
             examples.shared_examples([other, *prints[:2]])
 
     def test_mixed_and_unknown(self):
         rng = np.random.default_rng(13)
-        one, other = (examples.fingerprint(rng.normal(size=(30, 4)), np.arange(30) % 2) for _ in range(2))
+        draws = [(rng.normal(size=(30, 4)), np.arange(30) % 2) for _ in range(2)]
+        one, other = (examples.fingerprint(lambda draw=draw: [draw]) for draw in draws)
         assert examples.shared_examples([one, None]) is None
         relabelled = one.copy()
         relabelled[0, 0] = 1 - relabelled[0, 0]  # one label differs: not the same examples
@@ -532,8 +533,9 @@ class TestTestExamples:
             (tmp_path / "fixed" / f"seed{seed}").mkdir(parents=True)
             (tmp_path / "drawn" / f"seed{seed}").mkdir(parents=True)
             rows = {REF: rng.random(20), "LS": rng.random(20)}
-            fixed = {examples.FINGERPRINT_KEY: examples.fingerprint(x * (seed + 1), y)}
-            drawn = {examples.FINGERPRINT_KEY: examples.fingerprint(rng.normal(size=(20, 3)), y)}
+            scaled, new = x * (seed + 1), rng.normal(size=(20, 3))  # the same examples rescaled; others
+            fixed = {examples.FINGERPRINT_KEY: examples.fingerprint(lambda a=scaled: [(a, y)])}
+            drawn = {examples.FINGERPRINT_KEY: examples.fingerprint(lambda a=new: [(a, y)])}
             np.savez(tmp_path / "fixed" / f"seed{seed}" / "test_nll.npz", **rows, **fixed)
             np.savez(tmp_path / "drawn" / f"seed{seed}" / "test_nll.npz", **rows, **drawn)
             (tmp_path / "old" / f"seed{seed}").mkdir(parents=True)
