@@ -49,6 +49,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import NormalDist
 
@@ -74,6 +75,7 @@ def two_sided_p(t: float, df: float) -> float:
     return f_sf(t * t, 1, df)
 
 
+@functools.lru_cache(maxsize=4096)  # the verdict asks for the same few (confidence, df) over and over
 def t_quantile(confidence: float, df: float) -> float:
     """The q with P(|T| <= q) = confidence for Student's T on `df` degrees of freedom, by bisection on the tail.
 
