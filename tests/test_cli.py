@@ -47,7 +47,7 @@ def test_run_end_to_end_on_reduced_synthetic(tmp_path, capsys):
     assert [r["model"] for r in table] == names
     assert float(table[2]["ece"]) == pytest.approx(results["rows"][2]["all"]["ece"])
     with np.load(out / "test_nll.npz") as per_example:  # the paired verdict's data: each row's mean is its NLL
-        assert sorted(per_example.files) == sorted(names)
+        assert sorted(per_example.files) == sorted([*names, "test:fingerprint"])  # and which examples were scored
         for row in results["rows"]:
             nll = per_example[row["model"]]
             assert nll.shape == (15000,) and nll.mean() == pytest.approx(row["all"]["nll"], rel=1e-5)
@@ -263,23 +263,28 @@ def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp
             assert row[metric]["mean"] == pytest.approx(values.mean())
             assert row[metric]["std"] == pytest.approx(np.std(values, ddof=1))
     assert (out / "comparison.png").exists() and (out / "seed4" / "model_ls_plus_temps.keras").exists()
-    # the verdict: each row's per-example test NLL minus No LS + TempS's, pooled over the seeds, blocked by seed:
-    # SE = sqrt(sum_s n_s var_s) / N on N - S degrees of freedom (Student t)
+    # the verdict: each row's per-example test NLL minus No LS + TempS's; the .npz keeps one test split, so every
+    # example counts once: the two-way (seed x example) ANOVA's variance of the mean, (MS_seed + max(MS_example -
+    # MS_residual, 0)) / (S n), Student t on S - 1 degrees of freedom
     found = json.loads((out / "verdict.json").read_text())
-    assert found["reference"] == "No LS + TempS" and found["seeds"] == 3
+    assert found["reference"] == "No LS + TempS" and found["seeds"] == 3 and found["shared_examples"] is True
     rows = found["families"]["training methods"]
     assert list(found["families"]) == ["training methods"] and sorted(rows["rows"]) == ["LS", "LS + TempS", "No LS"]
     example = [dict(np.load(out / f"seed{s}" / "test_nll.npz")) for s in (3, 4, 5)]
     for row in ("No LS", "LS", "LS + TempS"):
-        d = [e[row].astype(np.float64) - e["No LS + TempS"] for e in example]
-        n = sum(len(x) for x in d)
-        mean, se = np.concatenate(d).mean(), np.sqrt(sum(len(x) * np.var(x, ddof=1) for x in d)) / n
-        q = stats.t.ppf(0.975, n - 3)
+        d = np.stack([e[row].astype(np.float64) - e["No LS + TempS"] for e in example])
+        s, n = d.shape
+        mean, by_seed, by_example = d.mean(), d.mean(axis=1), d.mean(axis=0)
+        ms_seed = n * ((by_seed - mean) ** 2).sum() / (s - 1)
+        ms_example = s * ((by_example - mean) ** 2).sum() / (n - 1)
+        ms_residual = ((d - by_seed[:, None] - by_example + mean) ** 2).sum() / ((s - 1) * (n - 1))
+        se = np.sqrt((ms_seed + max(ms_example - ms_residual, 0.0)) / (s * n))
+        q = stats.t.ppf(0.975, s - 1)
         got = rows["rows"][row]
         assert got["difference"] == pytest.approx(mean, abs=1e-12)
         assert got["interval"] == pytest.approx([mean - q * se, mean + q * se], abs=1e-12)
         if se > 0:
-            assert got["pvalue"] == pytest.approx(2 * stats.t.sf(abs(mean / se), n - 3), rel=1e-6)
+            assert got["pvalue"] == pytest.approx(2 * stats.t.sf(abs(mean / se), s - 1), rel=1e-6)
         nll = np.mean([r["rows"][names.index(row)]["all"]["nll"] for r in per_seed])  # 30 test examples per seed
         assert got["nll"] == pytest.approx(nll, rel=1e-5)
     assert found["sentence"].startswith(("Use ", "Keep No LS + TempS: "))
@@ -287,7 +292,10 @@ def test_three_seeds_give_each_rows_mean_and_spread_and_end_with_the_verdict(tmp
     captured = capsys.readouterr()
     printed = captured.out
     assert "mean ± standard deviation over 3 seeds (3, 4, 5)" in printed
-    assert "Verdict: test NLL per example, each row minus No LS + TempS on the same examples (3 seeds" in printed
+    assert (
+        "Verdict: test NLL per example, each row minus No LS + TempS on the same examples (3 seeds on one test "
+        "split of 30 examples, each counted once;" in printed
+    )
     assert printed.rstrip().splitlines()[-1] == found["sentence"]
     # 18 validation examples: every seed's temperature fits warn, and the command shows each kind of warning once
     warned = [line for line in captured.err.splitlines() if line.startswith("keras-ils: warning: ")]

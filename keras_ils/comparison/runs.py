@@ -46,8 +46,9 @@ class Comparison:
         summary: the seeds' summary (`summary.json`: each row's mean, spread
             and values over the seeds); `None` for one seed.
         verdict: the paired verdict (`verdict.json`): every row against the
-            reference, No LS + TempS, per family, with Holm's correction
-            (`{"error": why}` when none could be drawn, e.g. a NaN loss).
+            reference, No LS + TempS, per family, each test example and each
+            training run counted once, with Holm's correction (`{"error":
+            why}` when none could be drawn, e.g. a NaN loss).
         directory: where the results are (`output_dir`, or a new directory
             under the system's temporary folder, which is not removed: `save`
             copies it elsewhere).
@@ -94,8 +95,9 @@ class Comparison:
     @property
     def best(self) -> str:
         """The row to use: the lowest test NLL among the rows significantly better than the reference (No LS +
-        TempS) after Holm's correction, else the reference itself (`verdict["choice"]`); `None` when no verdict
-        could be drawn (`verdict["error"]` says why)."""
+        TempS) after Holm's correction, the seed-to-seed spread of training in the test when there are several
+        seeds, else the reference itself (`verdict["choice"]`); `None` when no verdict could be drawn
+        (`verdict["error"]` says why)."""
         return self.verdict["choice"]
 
     def model(self, name: str, seed: int | None = None):
@@ -128,8 +130,9 @@ class Comparison:
 
         `reporting.verdict.paired_verdict` on each test example's set size
         (`test_set_sizes.npz`) instead of its NLL: every row against No LS +
-        TempS per family, Holm-corrected; in the result, `"nll"` and
-        `"difference"` are mean set sizes and their differences.
+        TempS per family, each example and each training run counted once,
+        Holm-corrected; in the result, `"nll"` and `"difference"` are mean set
+        sizes and their differences.
 
         Args:
             method: `"lac"` (the smallest sets on average) or `"aps"`.
@@ -149,7 +152,8 @@ class Comparison:
                 for row in self.rows:
                     sizes.setdefault(row, []).append(stored[f"{method}:{row}"])
         groups = verdict.verdict_groups(self.rows, tuple(CALIBRATORS.values()))
-        return verdict.paired_verdict(sizes, verdict.REFERENCE, groups)
+        shared = verdict.read_shared_examples([self._run_directory(run["seed"]) for run in self.runs])
+        return verdict.paired_verdict(sizes, verdict.REFERENCE, groups, shared_examples=shared)
 
     def save(self, directory: str) -> str:
         """Copies the result set (tables, figures, models, verdict) into `directory`; returns `directory`.
@@ -286,7 +290,8 @@ def compare(
     NLL; every model is calibrated on the validation split by each of
     `calibrators`; every row is scored on the test split. The verdict
     compares each row with No LS + TempS by the paired per-example test-NLL
-    difference, pooled over the seeds, with Holm's correction per family
+    difference, each test example and each training run counted once, the
+    seeds' spread in its interval, with Holm's correction per family
     (training methods; post-hoc calibrators).
 
     Args:
@@ -465,7 +470,8 @@ def _verdict(run_directories, runs, write_to) -> dict:
     try:
         example_nll = verdict.read_example_nll(run_directories)
         groups = verdict.verdict_groups([row["model"] for row in runs[0]["rows"]], tuple(CALIBRATORS.values()))
-        found = verdict.paired_verdict(example_nll, verdict.REFERENCE, groups)
+        shared = verdict.read_shared_examples(run_directories)
+        found = verdict.paired_verdict(example_nll, verdict.REFERENCE, groups, shared_examples=shared)
     except (OSError, ValueError) as error:  # e.g. a diverged model's NaN: the results stand without a verdict
         return {"error": str(error), "choice": None}
     verdict.write_verdict(found, write_to)

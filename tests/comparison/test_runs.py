@@ -46,6 +46,7 @@ def test_the_comparison_holds_every_seed_the_table_the_verdict_and_the_models(tw
         assert table.loc[name, "nll_std"] == pytest.approx(np.std(values, ddof=1))
     verdict = json.loads((directory / "verdict.json").read_text())
     assert verdict["choice"] == found.best and found.best in found.rows and verdict["seeds"] == 2
+    assert verdict["shared_examples"] is False  # arrays: each seed draws its own test split, as the fingerprints show
     assert found.verdict["reference"] == "No LS + TempS"
     model = found.models["LS + TempS"]  # the saved model takes the features as given
     outputs = model.predict(iris[0][:5], verbose=0)

@@ -1,7 +1,9 @@
 """The main job's rows: each model scored on the test set, its reliability diagram and `.keras` file.
 
 Beside `results.json`, `test_nll.npz` holds every row's per-example test NLL (`-log p_y`, float64, the test
-set's order; one array per row, keyed by the row's name): what the paired verdict compares. With
+set's order; one array per row, keyed by the row's name): what the paired verdict compares; and, under
+`reporting.examples.FINGERPRINT_KEY`, the test set's fingerprint, from which the verdict tells whether seeds
+scored the same examples. With
 `RunConfig.conformal = alpha`, every row also gets split conformal prediction sets (LAC and APS,
 `keras_ils.conformal`) calibrated on the validation split: its `"conformal"` entry holds their test coverage
 and mean size, and `test_set_sizes.npz` each test example's set size, keyed `"lac:ROW"` and `"aps:ROW"`.
@@ -17,6 +19,7 @@ import numpy as np
 from keras_ils import conformal, data, evaluation, plots
 from keras_ils.comparison.data.splits import taking_stored_features
 from keras_ils.comparison.engine import training
+from keras_ils.comparison.reporting import examples
 from keras_ils.comparison.reporting import results as result_files
 
 __all__ = [
@@ -107,7 +110,10 @@ class Report:
         preprocessing = self.splits.preprocessing
         results = {**header, "preprocessing": preprocessing, "rows": self.rows, "reliability_bins": bins}
         result_files.write(results, self.staging)
-        np.savez(os.path.join(self.staging, TEST_NLL_FILE), **self.example_nll)
+        fingerprint = examples.fingerprint(self.splits.test.batch(4096).as_numpy_iterator)  # the verdict's unit
+        np.savez(
+            os.path.join(self.staging, TEST_NLL_FILE), **self.example_nll, **{examples.FINGERPRINT_KEY: fingerprint}
+        )
         if self.set_sizes:
             np.savez(os.path.join(self.staging, TEST_SET_SIZES_FILE), **self.set_sizes)
         scores = {row["model"]: {c: row["all"][c] for c in result_files.FIGURE_SCORES} for row in self.rows}
