@@ -30,6 +30,7 @@ from keras_ils import _labels
 from keras_ils._checks import positive
 from keras_ils._files import atomic_write
 from keras_ils.data import as_pairs
+from keras_ils.metrics import InputCheck
 
 __all__ = [
     "check_cache_data",
@@ -295,6 +296,11 @@ class OnlineTeacher(keras.Model):
     preprocessing model applied before both): the teacher then scores exactly
     the augmented image the student trains on.
 
+    The training labels are checked inside the training step (whole numbers
+    in `[0, K)`) by the model's own metric `label_check` (logged as
+    `bad_labels`, always 0): a bad batch's loss is NaN, and the `ValueError`
+    naming the labels is raised at the end of the epoch (`keras_ils._bad_input`).
+
     Args:
         student: the Keras model being trained (returns logits).
         teacher: the trained teacher (returns logits); it is frozen.
@@ -324,6 +330,7 @@ class OnlineTeacher(keras.Model):
         self.teacher = teacher
         self.teacher.trainable = False
         self.teacher_temperature = float(teacher_temperature)
+        self.label_check = InputCheck(name="bad_labels")  # the training labels' checks, raised at the epoch's end
 
     def call(self, inputs, training=None):
         return self.student(inputs, training=training)
@@ -336,8 +343,9 @@ class OnlineTeacher(keras.Model):
                 teacher_logits = ops.stop_gradient(self.teacher(x, training=False))
                 if self.teacher_temperature != 1.0:
                     teacher_logits = teacher_logits / self.teacher_temperature
-                labels = _labels.hard_labels(y, num_classes, len(y_pred.shape))  # range-checked here, once
-                y = _labels.pack_teacher_targets(ops.one_hot(labels, num_classes), teacher_logits)
+                with self.label_check.counting() as found:  # range-checked here, once
+                    labels = _labels.hard_labels(y, num_classes, len(y_pred.shape))
+                y = found.poison(_labels.pack_teacher_targets(ops.one_hot(labels, num_classes), teacher_logits))
         return super().compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
 
     def get_config(self):
