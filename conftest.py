@@ -1,7 +1,7 @@
 """Test set-up: quiet TensorFlow, and two logical CPU devices for tf.distribute tests; or no TensorFlow at all.
 
 `KERAS_ILS_BLOCK_TENSORFLOW=1` (with `KERAS_BACKEND=jax` or `torch`) makes `import tensorflow` fail for the whole
-run, as on a machine without it (issue 37 item 3): a meta-path finder refuses it before anything can import it. CI
+run, as on a machine without it (issue 37 item 3): the meta-path finders stop seeing it before anything imports it. CI
 runs the core's tests so (`.ci/run`); a test module that needs TensorFlow fails to import there, so the pass names
 its files.
 """
@@ -14,19 +14,28 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BLOCK_TENSORFLOW = os.environ.get("KERAS_ILS_BLOCK_TENSORFLOW") == "1"
 
 
-class _RefuseTensorFlow(importlib.abc.MetaPathFinder):
-    """Refuses `tensorflow` and its submodules, as Python refuses a package that is not installed."""
+class _WithoutTensorFlow(importlib.abc.MetaPathFinder):
+    """One of `sys.meta_path`'s finders, blind to `tensorflow`: Python then finds no such package, so `import
+    tensorflow` raises its `ModuleNotFoundError` and `importlib.util.find_spec` returns `None`, as when it is not
+    installed (torch's dynamo asks find_spec; a finder that raised would break it)."""
+
+    def __init__(self, finder):
+        self.finder = finder
 
     def find_spec(self, name, path=None, target=None):
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            raise ModuleNotFoundError(f"No module named {name!r} (KERAS_ILS_BLOCK_TENSORFLOW=1)", name=name)
-        return None
+        if name.split(".")[0] == "tensorflow" or not hasattr(self.finder, "find_spec"):
+            return None
+        return self.finder.find_spec(name, path, target)
+
+    def invalidate_caches(self):
+        if hasattr(self.finder, "invalidate_caches"):
+            self.finder.invalidate_caches()
 
 
 if BLOCK_TENSORFLOW:
     if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow" or "tensorflow" in sys.modules:
         raise RuntimeError("KERAS_ILS_BLOCK_TENSORFLOW=1 needs KERAS_BACKEND=jax or torch, before TensorFlow loads.")
-    sys.meta_path.insert(0, _RefuseTensorFlow())
+    sys.meta_path[:] = [_WithoutTensorFlow(finder) for finder in sys.meta_path]
 
 # pytest-xdist runs one worker per core: each worker's TensorFlow computes on one thread, so that the workers do not
 # oversubscribe the cores (on 2 cores the default run took 4:34-4:59 with TensorFlow's own thread count, 3:59-4:21

@@ -33,6 +33,7 @@ import threading
 import keras
 import numpy as np
 from keras import ops
+from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
 __all__ = [
     "FRACTIONAL_LABELS",
@@ -55,9 +56,15 @@ _local = threading.local()
 
 
 def traced(value) -> bool:
-    """Whether `value` belongs to a compiled step or a symbolic build, where it has no value to read on the host."""
+    """Whether `value` belongs to a compiled step or a symbolic build, where it has no value to read on the host.
+
+    Keras' symbolic build (`compute_output_spec`) may run on placeholder values (torch's fills tensors with ones when
+    its "meta" device fails): in its scope every value is a placeholder. Keras has no public test for that scope.
+    """
     if isinstance(value, (np.ndarray, np.generic, numbers.Number)):
         return False
+    if in_symbolic_scope():
+        return True
     backend = keras.backend.backend()
     if backend == "jax":
         import jax

@@ -156,7 +156,8 @@ class TestTeacherTargetsFirstHalf:
         assert got["loss"] == pytest.approx(float(want), rel=1e-5) and got["bad_input"] == 0
         with pytest.raises(ValueError, match="first 3 columns must be one-hot") as info:
             model.evaluate(x, self._six_class_one_hot(), verbose=0)
-        assert "Received: 2 such rows" in str(info.value)  # rows 1 and 3 have their 1 in the teacher half
+        if keras.backend.backend() != "torch":  # counted in the compiled step (torch's runs eagerly: raised at once)
+            assert "Received: 2 such rows" in str(info.value)  # rows 1 and 3 have their 1 in the teacher half
 
     def test_a_compiled_split_counts_the_rows(self):
         y = ops.convert_to_tensor(np.concatenate([self._six_class_one_hot(), np.eye(6, dtype="float32")[:2]]))

@@ -50,9 +50,11 @@ def _np(value):
 
 
 def test_tensorflow_cannot_be_imported():
-    with pytest.raises(ImportError, match="tensorflow"):
+    import importlib.util
+
+    with pytest.raises(ModuleNotFoundError, match="No module named 'tensorflow'"):
         import tensorflow  # noqa: F401
-    assert "tensorflow" not in sys.modules
+    assert "tensorflow" not in sys.modules and importlib.util.find_spec("tensorflow") is None
 
 
 def test_import_keras_ils_and_the_tf_data_parts_fail_only_on_use():
