@@ -11,8 +11,8 @@ verdict.
 `import keras_ils` costs what `import keras` costs: KerasTuner loads on the
 first use of `keras_ils.tuning` or `keras_ils.compare`, matplotlib on the
 first plot, TensorFlow on the first use of the `tf.data` parts
-(`with_teacher_targets`, `with_hard_labels`, the teacher's cache and
-`OnlineTeacher`, `compare`). Under `KERAS_BACKEND=jax` or `torch` the losses,
+(`with_teacher_targets`, `with_hard_labels`, the teacher's cache,
+`compare`). Under `KERAS_BACKEND=jax` or `torch` the losses,
 targets, metrics, calibration layers, `conformal`, `evaluation`, `plots` and
 the distillation losses run where TensorFlow is not installed. The paper's
 machinery is a sibling package installed beside it, `keras_ils_experiments`
@@ -52,6 +52,7 @@ from keras_ils.losses import (
     OnlineLabelSmoothingWarning,
     ils_crossentropy,
 )
+from keras_ils.online_teacher import OnlineTeacher
 from keras_ils.plots import reliability_diagram
 from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
 
@@ -61,7 +62,6 @@ _LAZY_MODULES = ("tuning", "comparison", "data", "teacher")  # KerasTuner; Tenso
 _LAZY_NAMES = {  # TensorFlow's `tf.data`: loaded on first use, so the core runs where TensorFlow is absent
     "with_hard_labels": "data",
     "with_teacher_targets": "data",
-    "OnlineTeacher": "teacher",
     "StaleCacheError": "teacher",
     "TeacherLogits": "teacher",
     "compute_teacher_logits": "teacher",

@@ -60,7 +60,7 @@ def test_tensorflow_cannot_be_imported():
 def test_import_keras_ils_and_the_tf_data_parts_fail_only_on_use():
     keras_ils = _keras_ils()
     assert keras.backend.backend() != "tensorflow" and "tensorflow" not in sys.modules
-    for name in ("with_teacher_targets", "compute_teacher_logits", "OnlineTeacher", "TeacherLogits"):
+    for name in ("with_teacher_targets", "with_hard_labels", "compute_teacher_logits", "TeacherLogits"):
         with pytest.raises(ImportError, match="tensorflow"):
             getattr(keras_ils, name)
 
@@ -192,6 +192,24 @@ def test_distillation_losses(data):
     distiller = distillation.distiller(model, student, teacher_temperature=4.0)
     distiller.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     assert np.isfinite(distiller.fit(x, labels, epochs=1, verbose=0).history["loss"]).all()
+
+
+def test_online_teacher_trains_and_refuses_bad_labels(data, tmp_path):
+    """The teacher inside the step: `ILSLoss` on the teacher targets it builds, against numpy; a `.keras` round trip."""
+    keras_ils = _keras_ils()
+    x, labels, _, model = data
+    student = keras.Sequential([keras.Input((4,)), keras.layers.Dense(K)])
+    online = keras_ils.OnlineTeacher(student, model, teacher_temperature=2.0)
+    online.compile(optimizer="sgd", loss=keras_ils.ILSLoss(method="ils2", epsilon=0.2))
+    got = online.compute_loss(x=x, y=labels, y_pred=online(x), training=True)
+    targets = reference.ils_targets(labels, model.predict(x, verbose=0) / 2.0, "ils2", epsilon=0.2)
+    np.testing.assert_allclose(float(got), reference.cross_entropy(targets, student.predict(x, verbose=0)).mean(), 1e-5)
+    assert online.fit(x, labels, epochs=1, verbose=0).history["bad_labels"] == [0.0]
+    online.save(tmp_path / "online.keras")
+    loaded = keras.saving.load_model(tmp_path / "online.keras")
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), online.predict(x, verbose=0), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"Expected class indices in \[0, 3\)"):
+        online.fit(x, np.where(labels == 0, K, labels), epochs=1, verbose=0)
 
 
 class TestFits:
