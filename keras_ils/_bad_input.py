@@ -12,7 +12,7 @@ values are on the host and otherwise only counts, with arithmetic:
 | the package's `tf.data` maps (`keras_ils.data`)   | a `tf.debugging` assertion in the input pipeline:            |
 |                                                   | `InvalidArgumentError` with the same text                    |
 | a compiled step (JAX, TensorFlow `tf.function`    | a loss: the batch's loss values are NaN, and so are their    |
-| with or without XLA, `torch.compile`), in a loss  | gradients (`loss: nan`; nothing trains on the batch)         |
+| with or without XLA, `torch.compile`), in a loss  | gradients (`loss: nan`, NaN weights: no silent training)     |
 | the same, in a package metric (`keras_ils.metrics`| counted in the metric's state; `result()` raises the same    |
 | and `InputCheck`, `keras_ils.conformal`'s)        | `ValueError` on the host, where Keras reads it: at the end   |
 |                                                   | of every epoch and of `evaluate`                             |
