@@ -10,9 +10,14 @@ guarantee), `keras_ils.plots` and `keras_ils.tuning` (KerasTuner).
 verdict.
 `import keras_ils` costs what `import keras` costs: KerasTuner loads on the
 first use of `keras_ils.tuning` or `keras_ils.compare`, matplotlib on the
-first plot. The paper's machinery is a sibling package installed beside it,
-`keras_ils_experiments` (its `experiments` extra brings tensorflow-datasets),
-built on this library and never imported by it.
+first plot, TensorFlow on the first use of the `tf.data` parts
+(`with_teacher_targets`, `with_hard_labels`, the teacher's cache,
+`compare`). Under `KERAS_BACKEND=jax` or `torch` the losses,
+targets, metrics, calibration layers, `conformal`, `evaluation`, `plots` and
+the distillation losses run where TensorFlow is not installed. The paper's
+machinery is a sibling package installed beside it, `keras_ils_experiments`
+(its `experiments` extra brings tensorflow-datasets), built on this library
+and never imported by it.
 """
 
 import importlib
@@ -35,7 +40,6 @@ from keras_ils.calibration import (
     fit_temperature,
 )
 from keras_ils.conformal import conformalize, fit_conformal
-from keras_ils.data import with_hard_labels, with_teacher_targets
 from keras_ils.evaluation import evaluate
 from keras_ils.losses import (
     FocalLoss,
@@ -48,18 +52,27 @@ from keras_ils.losses import (
     OnlineLabelSmoothingWarning,
     ils_crossentropy,
 )
+from keras_ils.online_teacher import OnlineTeacher
 from keras_ils.plots import reliability_diagram
 from keras_ils.targets import ils_targets, smoothing_factor, teacher_targets
-from keras_ils.teacher import OnlineTeacher, StaleCacheError, TeacherLogits, compute_teacher_logits
 
 __version__ = "0.2.0"
 
-_LAZY_MODULES = ("tuning", "comparison")  # they import KerasTuner
+_LAZY_MODULES = ("tuning", "comparison", "data", "teacher")  # KerasTuner; TensorFlow (`tf.data`)
+_LAZY_NAMES = {  # TensorFlow's `tf.data`: loaded on first use, so the core runs where TensorFlow is absent
+    "with_hard_labels": "data",
+    "with_teacher_targets": "data",
+    "StaleCacheError": "teacher",
+    "TeacherLogits": "teacher",
+    "compute_teacher_logits": "teacher",
+}
 
 
 def __getattr__(name):
     if name in _LAZY_MODULES:
         return importlib.import_module(f"keras_ils.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f"keras_ils.{_LAZY_NAMES[name]}"), name)
     if name in ("compare", "Comparison"):  # the main job: TensorFlow datasets, KerasTuner, the engine
         return getattr(importlib.import_module("keras_ils.comparison"), name)
     if name == "TemperatureFit":  # deprecated: warns, and returns `CalibratorFit`

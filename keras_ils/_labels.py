@@ -1,9 +1,24 @@
 """Reading the package's `y_true` forms (sparse labels, one-hot/soft targets, teacher targets); checking `y_pred`.
 
-Private helpers shared by the loss, the metrics, the `tf.data` maps and the
-teacher code. The teacher-target layout itself is documented in
+Private helpers shared by the losses, the metrics, the teacher code and the
+numpy scores. The teacher-target layout itself is documented in
 `keras_ils.targets` (`teacher_targets` builds it; `split_teacher_targets` and
 `pack_teacher_targets` here are its only other readers and writers).
+
+Every value check here (labels whole numbers in range, the teacher targets'
+one-hot half, probabilities) hands a failure to `keras_ils._bad_input.report`,
+which raises `ValueError` where the values are on the host and counts them,
+with arithmetic only, inside a compiled step:
+
+| values                                  | a failed check                                                   |
+|-----------------------------------------|------------------------------------------------------------------|
+| numpy, eager tensors (torch's `fit`)    | `ValueError` at once                                             |
+| a compiled step (JAX, TensorFlow,       | no callback, no conditional: a loss's values become NaN, and a   |
+| `torch.compile`)                        | package metric counts it and raises the `ValueError` on the host |
+|                                         | (end of the epoch or of `evaluate`); see `keras_ils._bad_input`  |
+
+The `tf.data` maps (`keras_ils.data`) check their labels with `tf.debugging`
+assertions carrying the same messages (`WHOLE_NUMBERS_MESSAGE`, `range_message`).
 """
 
 from __future__ import annotations
@@ -12,18 +27,37 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_ils import _bad_input
+
+WHOLE_NUMBERS_MESSAGE = (
+    "Invalid value for argument `labels`. Expected integer class indices; float labels must be whole numbers."
+)
+PROBABILITY_TOLERANCE = 1e-2  # |row sum - 1| and the excess over [0, 1] allowed (bfloat16 rounds by 0.4 %)
+
+
+def range_message(num_classes) -> str:
+    """The label range check's message."""
+    return f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
+
+
+def _numpy(value) -> np.ndarray:
+    return value if isinstance(value, np.ndarray) else np.asarray(ops.convert_to_numpy(value))
+
+
+def _xp(value):
+    return np if isinstance(value, np.ndarray) else ops
+
 
 def one_hot_labels(labels, num_classes):
     """Checked class indices `labels` (`[batch]` or `[batch, 1]`) as float32 one-hot rows."""
     labels = labels if ops.is_tensor(labels) else np.asarray(labels)  # numpy stays numpy for the checks
     if len(labels.shape) >= 2 and labels.shape[-1] == 1:
         labels = labels[..., 0]
-    labels, _ = class_indices(labels, num_classes)
-    return ops.one_hot(labels, num_classes, dtype="float32")
+    return ops.one_hot(class_indices(labels, num_classes), num_classes, dtype="float32")
 
 
-def class_indices(labels, num_classes=None) -> tuple:
-    """`(labels as int32, checks)`: sparse labels checked to be whole numbers in `[0, num_classes)`.
+def class_indices(labels, num_classes=None):
+    """Sparse labels as int32 class indices, checked to be whole numbers in `[0, num_classes)`.
 
     Float labels are accepted when they hold whole numbers (Keras hands a loss
     its `y_true` in the loss's float dtype) and refused otherwise, never
@@ -31,9 +65,7 @@ def class_indices(labels, num_classes=None) -> tuple:
     labels' own dtype, before the cast: an int64 label of 2**32 + 1 must not
     wrap to 1 (numpy labels are checked as numpy, before any backend tensor
     is made of them, since JAX without x64 would make int32 of them);
-    `num_classes=None` checks whole numbers only. Where the checks run, and
-    how they fail, is `_check`'s table; in a TensorFlow graph they are
-    `tf.debugging` assertions, returned for `tf.data` maps to depend on.
+    `num_classes=None` checks whole numbers only.
     """
     if not ops.is_tensor(labels):  # numpy or Python values: checked as given
         labels = np.asarray(labels)
@@ -44,95 +76,35 @@ def class_indices(labels, num_classes=None) -> tuple:
             raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype}")
     if keras.backend.standardize_dtype(labels.dtype) == "bool":
         labels = ops.cast(labels, "int32")
-    checks = _check_whole_numbers(labels) if keras.backend.is_float_dtype(labels.dtype) else []
+    if keras.backend.is_float_dtype(labels.dtype):
+        xp = _xp(labels)
+
+        def fractional():
+            values = _numpy(labels)
+            return f"Received: labels containing {values[values != np.floor(values)].ravel()[:5].tolist()}"
+
+        bad = xp.not_equal(labels, xp.floor(labels))
+        _bad_input.report(_bad_input.FRACTIONAL_LABELS, WHOLE_NUMBERS_MESSAGE, bad, fractional)
     if num_classes is not None:
-        checks += check_labels_in_range(labels, num_classes)
-    return ops.cast(labels, "int32"), checks
+        check_labels_in_range(labels, num_classes)
+    return ops.cast(labels, "int32")
 
 
-def _in_tensorflow_graph() -> bool:
-    if keras.backend.backend() != "tensorflow":
-        return False
-    import tensorflow as tf
+def check_labels_in_range(labels, num_classes) -> None:
+    """Refuses integer (or whole-number float) `labels` outside `[0, num_classes)`: the one label range check."""
+    xp = _xp(labels)
 
-    return not tf.executing_eagerly()
+    def received():
+        values = _numpy(labels)
+        return f"Received: labels containing {values[(values < 0) | (values >= num_classes)].ravel()[:5].tolist()}"
 
-
-def _check(failed, raise_error, *values) -> None:
-    """Calls `raise_error(*values as numpy)`, which raises `ValueError`, where the boolean scalar `failed` holds.
-
-    The one place that decides when a value check can run (the TensorFlow
-    graph case is each check's own `tf.debugging` assertions):
-
-    | values                                            | the check                                   |
-    |---------------------------------------------------|---------------------------------------------|
-    | numpy, eager tensors (any backend; torch's        | runs now: `ValueError`                      |
-    | `fit`/`evaluate`, which Keras runs eagerly)       |                                             |
-    | a JAX trace (Keras' JAX `fit`/`evaluate`/         | runs with the step: `jax.debug.callback`    |
-    | `predict` steps, `jax.jit`)                       | under `lax.cond(failed)` raises the same    |
-    |                                                   | `ValueError`, which reaches the caller as   |
-    |                                                   | `jax.errors.JaxRuntimeError` ending in its  |
-    |                                                   | text; a step whose values pass costs one    |
-    |                                                   | reduction, no transfer to the host          |
-    """
-    if keras.backend.backend() == "jax":
-        import jax
-
-        if isinstance(failed, jax.core.Tracer):
-            jax.lax.cond(failed, lambda: jax.debug.callback(raise_error, *values), lambda: None)
-            return
-    if bool(ops.convert_to_numpy(failed)):
-        raise_error(*(np.asarray(ops.convert_to_numpy(value)) for value in values))
-
-
-def _check_whole_numbers(labels) -> list:
-    message = "Invalid value for argument `labels`. Expected integer class indices; float labels must be whole numbers."
-    if _in_tensorflow_graph():
-        import tensorflow as tf
-
-        return [tf.debugging.assert_equal(labels, tf.floor(labels), message=message)]
-
-    def raise_error(values):
-        fractional = values[values != np.floor(values)]
-        raise ValueError(f"{message} Received: labels containing {fractional.ravel()[:5].tolist()}")
-
-    xp = np if isinstance(labels, np.ndarray) else ops
-    _check(xp.any(xp.not_equal(labels, xp.floor(labels))), raise_error, labels)
-    return []
+    bad = xp.logical_or(labels < 0, labels >= num_classes)
+    _bad_input.report(_bad_input.LABELS_OUT_OF_RANGE, range_message(num_classes), bad, received)
 
 
 def pack_teacher_targets(one_hot, teacher_logits):
     """The layout itself, for callers whose labels are already one-hot and range-checked."""
     return ops.concatenate([ops.cast(one_hot, "float32"), ops.cast(teacher_logits, "float32")], axis=-1)
-
-
-def check_labels_in_range(labels, num_classes) -> list:
-    """Raises when integer `labels` fall outside `[0, num_classes)`; the one label range check.
-
-    Eager values raise `ValueError`; under a JAX trace the same `ValueError`
-    is raised when the step runs (see `_check`). Inside a TensorFlow graph
-    (`model.fit`, a `tf.data` map) the check is a pair of `tf.debugging`
-    assertions carrying the same message; they are returned so that a
-    `tf.data` map can make its output depend on them (`tf.function` runs
-    them anyway; XLA drops them, so under TensorFlow's `jit_compile` only the
-    input pipeline's maps check). Otherwise: `[]`.
-    """
-    message = f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
-    if _in_tensorflow_graph():
-        import tensorflow as tf
-
-        return [
-            tf.debugging.assert_non_negative(labels, message=message),
-            tf.debugging.assert_less(labels, ops.cast(num_classes, labels.dtype), message=message),
-        ]
-
-    def raise_error(values):
-        bad = values[(values < 0) | (values >= num_classes)]
-        raise ValueError(f"{message} Received: labels containing {bad.ravel()[:5].tolist()}")
-
-    xp = np if isinstance(labels, np.ndarray) else ops
-    _check(xp.logical_or(xp.any(labels < 0), xp.any(labels >= num_classes)), raise_error, labels)
-    return []
 
 
 def y_true_kind(y_true, num_classes, y_pred_rank=None):
@@ -171,21 +143,13 @@ def split_teacher_targets(y_true, num_classes):
     `y_true` given to a K-class model, say), which would otherwise train on
     garbage.
     """
-    one_hot = check_one_hot(y_true[..., :num_classes])
+    one_hot = y_true[..., :num_classes]
+    check_one_hot(one_hot)
     return one_hot, y_true[..., num_classes:]
 
 
-def check_one_hot(one_hot):
-    """`one_hot`, checked to be one-hot rows (entries 0 or 1, one 1 per row): the first half of teacher targets.
-
-    Eager values raise `ValueError`, and so does a JAX trace when its step
-    runs (see `_check`). In a TensorFlow graph the check is a
-    `tf.debugging` assertion with the same message, which `tf.function`
-    runs; XLA (TensorFlow's `jit_compile`) drops assertions, so there the
-    returned columns are also made NaN when the check fails: the loss is
-    NaN (which Keras reports and `keras.callbacks.TerminateOnNaN` stops on)
-    rather than a silent training on garbage.
-    """
+def check_one_hot(one_hot) -> None:
+    """Refuses rows of `one_hot` that are not one-hot (entries 0 or 1, one 1 per row): teacher targets' first half."""
     num_classes = one_hot.shape[-1]
     message = (
         f"Invalid value for argument `y_true`. A y_true of {2 * num_classes} columns for a {num_classes}-class output "
@@ -193,23 +157,16 @@ def check_one_hot(one_hot):
         f"{num_classes} teacher logits; its first {num_classes} columns must be one-hot (entries 0 or 1, one 1 per "
         f"row). One-hot labels for this output have {num_classes} columns."
     )
-    xp = np if isinstance(one_hot, np.ndarray) else ops
-    binary = xp.logical_or(xp.equal(one_hot, 0), xp.equal(one_hot, 1))
-    sums = xp.sum(one_hot, axis=-1)
-    if _in_tensorflow_graph():
-        import tensorflow as tf
+    xp = _xp(one_hot)
+    binary = xp.all(xp.logical_or(xp.equal(one_hot, 0), xp.equal(one_hot, 1)), axis=-1)
+    bad = xp.logical_not(xp.logical_and(binary, xp.equal(xp.sum(one_hot, axis=-1), 1)))
 
-        one_hot_rows = tf.logical_and(tf.reduce_all(binary), tf.reduce_all(tf.equal(sums, 1)))
-        with tf.control_dependencies([tf.debugging.assert_equal(one_hot_rows, True, message=message)]):
-            return one_hot + tf.where(one_hot_rows, tf.zeros((), one_hot.dtype), tf.constant(np.nan, one_hot.dtype))
+    def received():
+        rows = _numpy(one_hot).reshape(-1, num_classes)
+        wrong = rows[~(np.isin(rows, (0, 1)).all(axis=-1) & (rows.sum(axis=-1) == 1))]
+        return f"Received: first halves such as {wrong[:3].tolist()}"
 
-    def raise_error(values):
-        rows = values.reshape(-1, num_classes)
-        bad = rows[~(np.isin(rows, (0, 1)).all(axis=-1) & (rows.sum(axis=-1) == 1))]
-        raise ValueError(f"{message} Received: first halves such as {bad[:3].tolist()}")
-
-    _check(xp.logical_not(xp.logical_and(xp.all(binary), xp.all(xp.equal(sums, 1)))), raise_error, one_hot)
-    return one_hot
+    _bad_input.report(_bad_input.NOT_ONE_HOT, message, bad, received)
 
 
 def hard_labels(y_true, num_classes, y_pred_rank=None):
@@ -220,8 +177,7 @@ def hard_labels(y_true, num_classes, y_pred_rank=None):
         labels = y_true
         if len(labels.shape) and labels.shape[-1] == 1 and (y_pred_rank is None or len(labels.shape) == y_pred_rank):
             labels = labels[..., 0]
-        labels, _ = class_indices(labels, num_classes)
-        return labels
+        return class_indices(labels, num_classes)
     if kind == "teacher":  # exact one-hot: an integer argmax (a float one adds -0.0 handling to every step)
         one_hot, _ = split_teacher_targets(y_true, num_classes)
         return ops.cast(ops.argmax(ops.cast(one_hot > 0.5, "int32"), axis=-1), "int32")
@@ -246,41 +202,25 @@ def outputs_and_labels(outputs, labels, name: str = "logits") -> tuple:
     return outputs, labels
 
 
-PROBABILITY_TOLERANCE = 1e-2  # |row sum - 1| and the excess over [0, 1] allowed (bfloat16 rounds by 0.4 %)
-
-
 def check_probabilities(y_pred) -> None:
-    """Refuses `y_pred` that are not probabilities: values outside [0, 1] or rows not summing to 1.
-
-    Eager values raise `ValueError`, and so does a JAX trace when its step
-    runs (see `_check`); in a TensorFlow graph the check is a
-    `tf.debugging` assertion with the same message (XLA drops assertions).
-    """
+    """Refuses `y_pred` that are not probabilities: rows with a value outside [0, 1] or not summing to 1."""
     message = (
         "Invalid value for argument `y_pred`. With `from_logits=False` the metric expects probabilities: values in "
         f"[0, 1] whose rows sum to 1 (within {PROBABILITY_TOLERANCE:g}). Pass `from_logits=True` for logits."
     )
-    sums = ops.sum(y_pred, axis=-1)
-    if _in_tensorflow_graph():
-        import tensorflow as tf
+    xp = _xp(y_pred)
+    sums = xp.sum(y_pred, axis=-1)
+    outside = xp.logical_or(y_pred < -PROBABILITY_TOLERANCE, y_pred > 1 + PROBABILITY_TOLERANCE)
+    bad = xp.logical_or(xp.any(outside, axis=-1), xp.abs(sums - 1) > PROBABILITY_TOLERANCE)
 
-        tolerance = ops.cast(PROBABILITY_TOLERANCE, y_pred.dtype)
-        tf.debugging.assert_greater_equal(y_pred, -tolerance, message=message)
-        tf.debugging.assert_less_equal(y_pred, 1 + tolerance, message=message)
-        tf.debugging.assert_less_equal(ops.abs(sums - 1), tolerance, message=message)
-        return
-
-    def raise_error(values, sums):
-        raise ValueError(
-            f"{message} Received: values in [{values.min():.4g}, {values.max():.4g}], "
-            f"row sums in [{sums.min():.4g}, {sums.max():.4g}]."
+    def received():
+        values, row_sums = _numpy(y_pred), _numpy(sums)
+        return (
+            f"Received: values in [{values.min():.4g}, {values.max():.4g}], "
+            f"row sums in [{row_sums.min():.4g}, {row_sums.max():.4g}]."
         )
 
-    failed = ops.logical_or(
-        ops.logical_or(ops.any(y_pred < -PROBABILITY_TOLERANCE), ops.any(y_pred > 1 + PROBABILITY_TOLERANCE)),
-        ops.any(ops.abs(sums - 1) > PROBABILITY_TOLERANCE),
-    )
-    _check(failed, raise_error, y_pred, sums)
+    _bad_input.report(_bad_input.NOT_PROBABILITIES, message, bad, received)
 
 
 def check_metric_width(metric, y_pred) -> None:

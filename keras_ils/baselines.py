@@ -26,10 +26,9 @@ import numpy as np
 from keras import ops
 from numpy.typing import ArrayLike
 
-from keras_ils import _labels
+from keras_ils import _bad_input, _labels
 from keras_ils import targets as _targets
 from keras_ils._checks import number_in, positive
-from keras_ils.data import as_pairs
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -78,6 +77,8 @@ def class_similarity_logits(data: tf.data.Dataset | tuple, num_classes: int, tem
             raise ValueError(f"`features` has {len(features)} rows but `labels` has {len(labels)}.")
         batches = [(features, labels)]
     else:
+        from keras_ils.data import as_pairs  # a tf.data.Dataset: TensorFlow is imported already
+
         pairs = as_pairs(data)
         if len(pairs.element_spec[1].shape) == 0:
             pairs = pairs.batch(1024)
@@ -177,6 +178,7 @@ class BootstrapSoftLoss(keras.losses.Loss):
         self.beta = float(beta)
         self.back_propagate_prediction = bool(back_propagate_prediction)
 
+    @_bad_input.poisons_bad_input
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]
@@ -302,6 +304,7 @@ class BetaSmoothingLoss(keras.losses.Loss):
         self.alpha, self.a, self.seed = float(alpha), float(a), seed
         self._seed_generator = keras.random.SeedGenerator(seed)
 
+    @_bad_input.poisons_bad_input
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]

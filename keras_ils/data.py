@@ -13,7 +13,10 @@ own teacher row: the row travels inside the element from then on.
 
 Backends: the maps (`as_pairs`, `with_teacher_targets`, `with_hard_labels`)
 are TensorFlow: they run in `tf.data`, whatever `KERAS_BACKEND` is, and
-their labels are checked there by `tf.debugging` assertions. Keras reads a
+their labels are checked there by `tf.debugging` assertions (the input
+pipeline runs on the host: a bad label ends the iteration with
+`InvalidArgumentError` carrying the package's message, and never costs the
+training step a thing). Keras reads a
 `tf.data.Dataset` under every backend (TensorFlow is a dependency of this
 package), so a JAX or torch student trains on their output too.
 `predict_with_labels` (behind `calibrate` and `evaluate`) is not TensorFlow:
@@ -23,22 +26,25 @@ on every backend.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-import keras
 import numpy as np
 import tensorflow as tf
-from keras import ops
 from numpy.typing import ArrayLike
 
 from keras_ils import _labels
-
-if TYPE_CHECKING:
-    from keras_ils.teacher import TeacherLogits
+from keras_ils._predict import predict_with_labels
 
 __all__ = ["as_pairs", "predict_with_labels", "with_hard_labels", "with_teacher_targets"]
 
 _ATTACH_CHUNK = 256
+
+
+class LabelledLogits(Protocol):
+    """What `with_teacher_targets` reads of a `keras_ils.teacher.TeacherLogits`: its rows and their labels."""
+
+    logits: np.ndarray
+    labels: np.ndarray
 
 
 def as_pairs(dataset: tf.data.Dataset, image_key: str = "image", label_key: str = "label") -> tf.data.Dataset:
@@ -70,7 +76,7 @@ def as_pairs(dataset: tf.data.Dataset, image_key: str = "image", label_key: str 
 
 
 def with_teacher_targets(
-    dataset: tf.data.Dataset, teacher_logits: TeacherLogits | ArrayLike, **keys
+    dataset: tf.data.Dataset, teacher_logits: LabelledLogits | ArrayLike, **keys
 ) -> tf.data.Dataset:
     """Attaches a teacher row to every example: `(x, y)` becomes `(x, teacher_targets(y, row))`.
 
@@ -123,8 +129,7 @@ def with_teacher_targets(
 
     def attach(pair, row):  # one example, or a chunk of them (every tensor with a leading axis)
         (x, y), (teacher_row, stored_label) = pair, row
-        y, checks = _labels.class_indices(y, num_classes)
-        y = tf.cast(y, tf.int64)
+        y, checks = _checked_labels(y, num_classes, tf.int64)
         if stored_labels is not None:
             checks.append(
                 tf.debugging.assert_equal(
@@ -171,72 +176,26 @@ def with_hard_labels(dataset: tf.data.Dataset, num_classes: int | None = None, *
     """
 
     def cast(x, y):
-        y, checks = _labels.class_indices(y, num_classes)
+        y, checks = _checked_labels(y, num_classes, tf.int32)
         with tf.control_dependencies(checks):
             return x, tf.identity(y)
 
     return as_pairs(dataset, **keys).map(cast, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def predict_with_labels(
-    model: keras.Model, data: tf.data.Dataset | tuple, batch_size: int = 256
-) -> tuple[np.ndarray, np.ndarray]:
-    """Runs `model` over `(x, y)` data once and returns `(outputs, y)` as numpy, paired.
-
-    Works on every Keras backend. `data` is one of:
-
-    - a tuple (or list) `(x, y)` of arrays (`model.predict` batches `x`);
-    - a `tf.data.Dataset` of `(x, y)` pairs or tfds dicts, batched or not
-      (read as numpy, so JAX and torch models read it too);
-    - a `keras.utils.PyDataset` or any other finite iterable of `(x, y)`
-      batches: a Python generator, a `torch.utils.data.DataLoader`.
-
-    A third element of a batch (sample weights) is ignored. Outputs and `y`
-    come from the same pass, so a shuffling dataset can never mis-pair them.
-
-    Example:
-
-    >>> import keras
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
-    >>> ds = tf.data.Dataset.from_tensor_slices((np.zeros((5, 2)), [0, 1, 2, 1, 0])).shuffle(5)
-    >>> outputs, labels = predict_with_labels(model, ds.batch(2))
-    >>> outputs.shape, sorted(labels.tolist())
-    ((5, 3), [0, 0, 1, 1, 2])
-    >>> batches = ((np.zeros((2, 2)), np.array([i, i])) for i in range(3))   # a generator
-    >>> predict_with_labels(model, batches)[1].tolist()
-    [0, 0, 1, 1, 2, 2]
-    """
-    if isinstance(data, (tuple, list)):
-        if len(data) != 2:
-            raise ValueError("Argument `data` must be (x, y) or a dataset of (x, y) batches.")
-        x, y = data
-        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), _numpy(y)
-    if isinstance(data, tf.data.Dataset):
-        data = as_pairs(data)
-        if len(data.element_spec[1].shape) == 0:
-            data = data.batch(batch_size)
-        data = data.as_numpy_iterator()
-    elif isinstance(data, keras.utils.PyDataset) and data.num_batches is None:
-        raise ValueError("Argument `data` must be finite. Received: a PyDataset with `num_batches=None`.")
-    elif isinstance(data, (np.ndarray, str, bytes, dict)) or ops.is_tensor(data) or not hasattr(data, "__iter__"):
-        raise TypeError(
-            "Argument `data` must be a tuple (x, y), a tf.data.Dataset, a keras.utils.PyDataset or an iterable of "
-            f"(x, y) batches. Received: {type(data).__name__}"
-        )
-    outputs, ys = [], []
-    for batch in data:
-        if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
-            raise ValueError(
-                "Argument `data` must yield (x, y) or (x, y, sample_weight) batches. "
-                f"Received: a batch of type {type(batch).__name__}"
-            )
-        outputs.append(np.asarray(model.predict_on_batch(batch[0])))
-        ys.append(_numpy(batch[1]))
-    if not outputs:
-        raise ValueError("Argument `data` is empty.")
-    return np.concatenate(outputs), np.concatenate(ys)
-
-
-def _numpy(values) -> np.ndarray:
-    """Labels of any backend (or a `tf.Tensor`, a CPU `torch.Tensor`, a list) as numpy."""
-    return np.asarray(ops.convert_to_numpy(values) if ops.is_tensor(values) else values)
+def _checked_labels(labels, num_classes, dtype) -> tuple:
+    """`(labels as dtype, assertions)` in a `tf.data` map: `keras_ils._labels.class_indices`' checks, as
+    `tf.debugging` assertions carrying its messages (the input pipeline runs on the host and raises them)."""
+    labels = tf.convert_to_tensor(labels)
+    if labels.dtype == tf.bool:
+        labels = tf.cast(labels, tf.int32)
+    if not (labels.dtype.is_integer or labels.dtype.is_floating):
+        raise TypeError(f"Argument `labels` must be integer class indices. Received dtype: {labels.dtype.name}")
+    checks = []
+    if labels.dtype.is_floating:
+        checks.append(tf.debugging.assert_equal(labels, tf.floor(labels), message=_labels.WHOLE_NUMBERS_MESSAGE))
+    if num_classes is not None:
+        message = _labels.range_message(num_classes)
+        checks.append(tf.debugging.assert_non_negative(labels, message=message))
+        checks.append(tf.debugging.assert_less(labels, tf.cast(num_classes, labels.dtype), message=message))
+    return tf.cast(labels, dtype), checks

@@ -34,7 +34,7 @@ import numpy as np
 from keras import ops
 from numpy.typing import ArrayLike
 
-from keras_ils import _labels
+from keras_ils import _bad_input, _labels
 from keras_ils._checks import number_in, positive
 from keras_ils.calibration import calibrate
 
@@ -208,6 +208,7 @@ class DistillationCrossEntropy(keras.losses.Loss):
         self.teacher_temperature = positive("teacher_temperature", teacher_temperature)
         self.student_temperature = positive("student_temperature", student_temperature)
 
+    @_bad_input.poisons_bad_input
     def call(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true, dtype=self.dtype)
         num_classes = y_pred.shape[-1]

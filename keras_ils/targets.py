@@ -38,7 +38,7 @@ import keras
 from keras import ops
 from numpy.typing import ArrayLike
 
-from keras_ils import _labels
+from keras_ils import _bad_input, _labels
 from keras_ils._checks import invalid
 
 __all__ = [
@@ -251,6 +251,7 @@ def targets_from_one_hot(one_hot: ArrayLike, teacher_logits: ArrayLike | None = 
     return one_hot * (1.0 - epsilon) + epsilon * wrong
 
 
+@_bad_input.poisons_bad_input
 def ils_targets(
     labels: ArrayLike,
     teacher_logits: ArrayLike | None = None,
@@ -338,6 +339,7 @@ def ils_targets(
     )
 
 
+@_bad_input.poisons_bad_input
 def teacher_targets(labels: ArrayLike, teacher_logits: ArrayLike):
     """Packs labels and calibrated teacher logits into the package's `y_true` layout.
 

@@ -6,6 +6,7 @@
 
 import ast
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -117,3 +118,70 @@ def test_size_limits(path):
         names = [n for n in names if n not in ("self", "cls")]
         assert len(names) <= 10, f"{path.name}:{node.lineno} {node.name} has {len(names)} parameters"
         assert _body_lines(node) <= 60, f"{path.name}:{node.lineno} {node.name} is {_body_lines(node)} lines long"
+
+
+# The parts of the library that are TensorFlow by design (issue 37 item 3): the `tf.data` maps, the teacher's cache,
+# the main job and KerasTuner's. Everything else is the core, which runs under JAX or torch without TensorFlow.
+TENSORFLOW_PARTS = ("keras_ils.data", "keras_ils.teacher", "keras_ils.comparison", "keras_ils.tuning")
+
+
+def _module_name(path):
+    return ".".join(("keras_ils", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def _within(name, parts):
+    return any(name == part or name.startswith(part + ".") for part in parts)
+
+
+CORE_MODULES = [p for p in LIBRARY_MODULES if not _within(_module_name(p), TENSORFLOW_PARTS)]
+
+
+def _module_level_imports(tree):
+    """The modules a module imports when it is imported: its top-level imports, those under `if`/`try` included
+    (`if TYPE_CHECKING:` blocks excepted), not those inside functions or classes."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            pending.extend(node.orelse)
+        elif isinstance(node, (ast.If, ast.Try)):
+            pending.extend(node.body + node.orelse + getattr(node, "handlers", []) + getattr(node, "finalbody", []))
+        elif isinstance(node, ast.ExceptHandler):
+            pending.extend(node.body)
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+@pytest.mark.parametrize("path", CORE_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_core_module_imports_no_tensorflow_at_import(path):
+    """A core module may use TensorFlow inside a function (until the fits move to `keras.ops`), never on import, and
+    never through a part of the package that does."""
+    imported = _module_level_imports(ast.parse(path.read_text()))
+    found = sorted({name for name in imported if _within(name, ("tensorflow", *TENSORFLOW_PARTS))})
+    assert not found, f"{path.name} imports {found} on import"
+
+
+_BLOCKED_IMPORT_PROBE = """
+import importlib.abc, sys
+
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ModuleNotFoundError(name, name=name)
+
+sys.meta_path.insert(0, Refuse())
+import keras_ils
+from keras_ils import baselines, calibration, conformal, distillation, evaluation, losses, methods, metrics, plots
+print(sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow"))
+"""
+
+
+def test_the_library_imports_under_jax_without_tensorflow():
+    """The quick twin of CI's TensorFlow-blocked pass (`tests/test_without_tensorflow.py`), in every run."""
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    out = subprocess.run([sys.executable, "-c", _BLOCKED_IMPORT_PROBE], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -256,13 +256,15 @@ class TestNonProbabilities:
         metric.update_state(labels, half)
         np.testing.assert_allclose(float(metric.result()), reference.ece(half.astype(np.float64), labels), atol=1e-5)
 
-    @pytest.mark.tensorflow_only
-    def test_graph_assertion_in_evaluate(self, rng):
+    def test_refused_at_the_end_of_a_compiled_evaluate(self, rng):
+        """Counted in the compiled step, raised by `result()` when Keras reads it on the host."""
         labels, _, logits = _data(rng, n=64)
         model = keras.Sequential([keras.Input((K,)), keras.layers.Identity()])
         model.compile(loss="sparse_categorical_crossentropy", metrics=[metrics.ExpectedCalibrationError()])
-        with pytest.raises(tf.errors.InvalidArgumentError, match="expects probabilities"):
-            model.evaluate(logits, labels, verbose=0)
+        with pytest.raises(ValueError, match="expects probabilities") as info:
+            model.evaluate(logits, labels, verbose=0, batch_size=16)
+        bad = np.sum((logits < -0.01).any(1) | (logits > 1.01).any(1) | (np.abs(logits.sum(1) - 1) > 0.01))
+        assert f"Received: {bad} such rows in the batches read by the metric `ece`" in str(info.value)
 
     def test_accuracy_reads_logits_either_way(self, rng):
         labels, _, logits = _data(rng, n=50)

@@ -182,8 +182,11 @@ class TestOnlineTeacher:
         for labels in (y, y[:, None], y.astype("int64"), y.astype("float32")):
             got = online.compute_loss(x=x, y=labels, y_pred=y_pred, training=True)
             np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
-        with pytest.raises(tf.errors.InvalidArgumentError, match="Invalid value for argument `labels`"):
+        with pytest.raises(ValueError, match="Invalid value for argument `labels`") as info:  # its own metric's
             online.fit(x, y + 3, epochs=1, verbose=0)
+        assert "read by the metric `bad_labels`" in str(info.value)
+        with pytest.raises(ValueError, match="float labels must be whole numbers"):
+            online.fit(x, y + 0.5, epochs=1, verbose=0)
 
     def test_keras_file_round_trip(self, tmp_path):
         teacher, (x, y) = _teacher(), _data(n=16)

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 
 from keras_ils import _outputs
+from keras_ils._predict import predict_with_labels
 from keras_ils.calibration import registry
-from keras_ils.data import predict_with_labels
 
 __all__ = ["calibrate"]
 

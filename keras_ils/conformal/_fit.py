@@ -10,9 +10,9 @@ import numpy as np
 
 from keras_ils import _labels, _outputs
 from keras_ils._checks import invalid, number_in
+from keras_ils._predict import predict_with_labels
 from keras_ils.calibration.model import _followed_by
 from keras_ils.conformal._sets import ConformalSets, Method, SetOptions, check_options
-from keras_ils.data import predict_with_labels
 
 __all__ = ["ConformalFit", "conformal_quantile", "conformalize", "fit_conformal", "minimum_examples"]
 

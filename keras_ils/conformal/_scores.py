@@ -15,7 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_ils import _labels
+from keras_ils import _bad_input, _labels
 from keras_ils._checks import integer_at_least
 
 __all__ = [
@@ -132,7 +132,7 @@ def _ratios(hits, counts) -> np.ndarray:
     return np.where(counts > 0, hits / np.maximum(counts, 1), np.nan)
 
 
-class _SetMetric(keras.metrics.Metric):
+class _SetMetric(_bad_input.CheckedMetric):
     """Weighted sums of the per-example `covered` and `set_size` of 0/1 set masks `y_pred [..., K]`."""
 
     def __init__(self, num_classes: int | None = None, name: str | None = None, dtype: str | None = None):
@@ -149,7 +149,9 @@ class _SetMetric(keras.metrics.Metric):
         y_pred = ops.convert_to_tensor(y_pred, dtype=self.dtype)
         _labels.check_metric_width(self, y_pred)
         num_classes = y_pred.shape[-1]
-        labels = ops.reshape(_labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape)), (-1,))
+        with self.counting():
+            labels = _labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
+        labels = ops.reshape(labels, (-1,))
         sets = ops.reshape(y_pred, (-1, num_classes))
         if sample_weight is None:
             weights = ops.ones_like(labels, dtype=self.dtype)
@@ -176,7 +178,7 @@ class _Mean(_SetMetric):
         self.total.assign_add(ops.sum(weights * self._values(hits, sizes)))
         self.count.assign_add(ops.sum(weights))
 
-    def result(self):
+    def _result(self):
         return ops.divide_no_nan(self.total, self.count)
 
 
@@ -253,7 +255,7 @@ class _Worst(_SetMetric):
         self.hits.assign_add(ops.segment_sum(weights * hits, stratum, self.hits.shape[0]))
         self.counts.assign_add(ops.segment_sum(weights, stratum, self.counts.shape[0]))
 
-    def result(self):
+    def _result(self):
         present = self.counts > 0
         ratios = ops.divide_no_nan(self.hits, self.counts)
         return ops.where(ops.any(present), ops.min(ops.where(present, ratios, 1.0)), 0.0)

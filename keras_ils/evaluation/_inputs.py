@@ -120,7 +120,7 @@ def checked_labels(labels, num_classes: int, num_rows: int, name: str = "probabi
             f"Arguments `{name}` and `labels` must have shapes [n, K] and [n]: one label per row. Received: "
             f"{num_rows} rows and labels of shape {labels.shape}"
         )
-    labels, _ = _labels.class_indices(labels, num_classes)
+    labels = _labels.class_indices(labels, num_classes)
     return ops.convert_to_numpy(labels)
 
 

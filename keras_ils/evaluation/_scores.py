@@ -36,7 +36,7 @@ import numpy as np
 from keras_ils import _outputs
 from keras_ils import metrics as _metrics
 from keras_ils._checks import integer_at_least, number_in
-from keras_ils.data import predict_with_labels
+from keras_ils._predict import predict_with_labels
 from keras_ils.evaluation import _calibration, _inputs, _passes, _selective
 
 __all__ = [

@@ -30,13 +30,14 @@ trains many models' losses at once with this package's code, and any
 Every loss here takes `from_logits` (default `True`). Told `from_logits=False`,
 a loss refuses `y_pred` that cannot be probabilities (a value outside
 `[0, 1]`, a row not summing to 1 within 1 %), since logits would otherwise
-train silently on a wrong loss: eagerly with a `ValueError`, in Keras' JAX
-step with the same error when the step runs, in a `tf.function` step with a
-`tf.debugging` assertion carrying it; under TensorFlow's XLA, which drops
-assertions, the batch's loss is NaN. In a TensorFlow graph the output of a
-softmax (a model ending in `activation="softmax"`) is a distribution by
-construction and is not checked. `benchmarks/loss_input_check.py` measures
-what the check costs per step.
+train silently on a wrong loss, and every loss refuses bad labels: eagerly
+with a `ValueError`; inside a compiled step (Keras' JAX step, TensorFlow's,
+with or without XLA), where raising would make the device wait for the host,
+the batch's loss and gradients are NaN, and a package metric (or
+`keras_ils.metrics.InputCheck()`) raises the `ValueError` at the end of the
+epoch (`keras_ils._bad_input`). In a TensorFlow graph the output of a softmax
+(a model ending in `activation="softmax"`) is a distribution by construction
+and is not checked.
 """
 
 from keras_ils.losses.focal import FocalLoss, focal_crossentropy

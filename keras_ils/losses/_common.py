@@ -20,7 +20,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_ils import _labels
+from keras_ils import _bad_input, _labels
 from keras_ils._checks import number_in
 
 __all__ = [
@@ -38,22 +38,14 @@ __all__ = [
 
 
 def predictions(y_pred, from_logits: bool):
-    """`y_pred` as a tensor; with `from_logits=False`, refused unless its values can be probabilities.
+    """`y_pred` as a tensor; with `from_logits=False`, checked to be probabilities.
 
     Probabilities lie in `[0, 1]` and their rows sum to 1 (within
     `keras_ils._labels.PROBABILITY_TOLERANCE`); logits given to a loss told
     `from_logits=False` would otherwise train silently on a wrong loss. The
-    check is `keras_ils._labels.check_probabilities`, the metrics' own:
-
-    | where the loss runs                    | a bad batch                                           |
-    |----------------------------------------|-------------------------------------------------------|
-    | eagerly                                | `ValueError` naming `from_logits=True`                |
-    | a JAX trace (Keras' JAX `fit`)         | the same `ValueError` when the step runs              |
-    |                                        | (`jax.debug.callback`, as `JaxRuntimeError`)          |
-    | a TensorFlow graph (`tf.function`)     | `tf.debugging` assertions with the same message       |
-    | TensorFlow under XLA (`jit_compile`)   | XLA drops assertions: the batch's `y_pred` becomes    |
-    |                                        | NaN, so the loss is NaN (which Keras reports and      |
-    |                                        | `keras.callbacks.TerminateOnNaN` stops on)            |
+    check is `keras_ils._labels.check_probabilities`, the metrics' own: an
+    eager call raises `ValueError` naming `from_logits=True`; inside a
+    compiled step the loss is NaN (`keras_ils._bad_input`).
 
     In a TensorFlow graph, a `y_pred` computed by a softmax op (a model
     ending in `activation="softmax"` or `keras.layers.Softmax()`) is a
@@ -61,22 +53,14 @@ def predictions(y_pred, from_logits: bool):
     Keras' own cross-entropy reads that op at trace time.
     """
     y_pred = ops.convert_to_tensor(y_pred)
-    if from_logits or _softmax_output(y_pred):
-        return y_pred
-    _labels.check_probabilities(ops.stop_gradient(y_pred))  # a check, not part of the loss (and under a JAX grad)
-    if not _labels._in_tensorflow_graph():
-        return y_pred
-    tolerance = ops.cast(_labels.PROBABILITY_TOLERANCE, y_pred.dtype)
-    valid = ops.logical_and(
-        ops.all(ops.logical_and(y_pred >= -tolerance, y_pred <= 1 + tolerance)),
-        ops.all(ops.abs(ops.sum(y_pred, axis=-1) - 1) <= tolerance),
-    )
-    return y_pred + ops.where(valid, ops.zeros((), y_pred.dtype), ops.full((), float("nan"), y_pred.dtype))
+    if not from_logits and not _softmax_output(y_pred):
+        _labels.check_probabilities(ops.stop_gradient(y_pred))  # a check, not part of the loss (and under a JAX grad)
+    return y_pred
 
 
 def _softmax_output(y_pred) -> bool:
     """Whether `y_pred` is, in a TensorFlow graph, the output of a softmax op (read at trace time, no values)."""
-    if not _labels._in_tensorflow_graph():
+    if keras.backend.backend() != "tensorflow" or not _bad_input.traced(y_pred):
         return False
     return getattr(getattr(y_pred, "op", None), "type", None) == "Softmax"
 

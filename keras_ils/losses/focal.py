@@ -17,6 +17,7 @@ from typing import Literal
 import keras
 from keras import ops
 
+from keras_ils import _bad_input
 from keras_ils._checks import invalid
 from keras_ils.losses import _common
 from keras_ils.losses.forms import FunctionalForm
@@ -38,6 +39,7 @@ def _check_gamma(name, gamma) -> Gamma:
         raise invalid(name, _EXPECTED_GAMMA, gamma) from None
 
 
+@_bad_input.poisons_bad_input
 def focal_crossentropy(y_true, y_pred, gamma: Gamma = 3.0, from_logits: bool = True):
     """Per-example focal loss `-sum_j y_j (1 - p_j)^gamma log p_j`; the function behind `FocalLoss`.
 

@@ -21,7 +21,7 @@ import functools
 import keras
 from keras import ops
 
-from keras_ils import _labels
+from keras_ils import _bad_input, _labels
 from keras_ils import targets as _targets
 from keras_ils.losses import _common
 from keras_ils.losses.forms import FunctionalForm
@@ -63,6 +63,7 @@ def ils_crossentropy(
     return _crossentropy(y_true, y_pred, hyperparameters, from_logits)
 
 
+@_bad_input.poisons_bad_input
 def _crossentropy(y_true, y_pred, hyperparameters, from_logits):
     """`ils_crossentropy` on checked hyperparameters (`validate_hyperparameters`' dict)."""
     y_pred = _common.predictions(y_pred, from_logits)
@@ -87,6 +88,7 @@ def _targets_of(y_true, num_classes, rank, hyperparameters):
     )
 
 
+@_bad_input.poisons_bad_input
 def _fixed_targets(y_true, num_classes, hyperparameters):
     """`FunctionalForm.targets` of `ILSLoss`: its targets for one-hot or soft rows, or teacher targets, in their
     dtype."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_ils import _bad_input
 from keras_ils.losses import _common
 from keras_ils.losses.forms import FunctionalForm
 
 __all__ = ["MarginLabelSmoothingLoss", "margin_label_smoothing_crossentropy"]
 
 
+@_bad_input.poisons_bad_input
 def margin_label_smoothing_crossentropy(
     y_true, y_pred, margin: float = 10.0, alpha: float = 0.1, from_logits: bool = True
 ):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_ils import _bad_input
 from keras_ils.losses import _common
 from keras_ils.losses.forms import FunctionalForm
 from keras_ils.losses.ils import ils_crossentropy
@@ -73,6 +74,7 @@ def mdca_penalty(y_true, y_pred, beta: float = 1.0, from_logits: bool = True):
     return _common.per_example(beta) * mdca(p, targets)[..., None]
 
 
+@_bad_input.poisons_bad_input
 def mdca_crossentropy(y_true, y_pred, beta: float = 1.0, from_logits: bool = True):
     """Per-example `CE_i + beta * MDCA(batch)`; the function behind `MDCALoss` (see the module's note).
 

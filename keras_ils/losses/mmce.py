@@ -19,6 +19,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_ils import _bad_input
 from keras_ils.losses import _common
 from keras_ils.losses.forms import FunctionalForm
 from keras_ils.losses.ils import ils_crossentropy
@@ -79,6 +80,7 @@ def mmce_penalty(y_true, y_pred, weight: float = 2.0, from_logits: bool = True):
     return ops.cast(_common.per_example(weight) * mmce(ops.max(p, axis=-1), correct)[..., None], y_pred.dtype)
 
 
+@_bad_input.poisons_bad_input
 def mmce_crossentropy(y_true, y_pred, weight: float = 2.0, from_logits: bool = True):
     """Per-example `CE_i + weight * MMCE(batch)`; the function behind `MMCELoss` (see the module's note).
 

@@ -42,6 +42,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_ils import _bad_input
 from keras_ils._checks import integer_at_least, number_in
 from keras_ils.losses import _common
 from keras_ils.losses.forms import EpochState, FunctionalForm
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 
+@_bad_input.poisons_bad_input
 def online_label_smoothing_crossentropy(y_true, y_pred, soft_labels, alpha: float = 0.5, from_logits: bool = True):
     """Per-example cross-entropy against `alpha * y + (1 - alpha) * soft_labels[label]`; the math of
     `OnlineLabelSmoothing` (equal to `alpha * CE(y) + (1 - alpha) * CE(soft_labels[label])`).
@@ -91,6 +93,7 @@ def online_label_smoothing_crossentropy(y_true, y_pred, soft_labels, alpha: floa
     return _common.crossentropy(alpha * targets + (1.0 - alpha) * soft, y_pred, from_logits)
 
 
+@_bad_input.poisons_bad_input
 def correct_statistics(y_true, y_pred, from_logits: bool = True):
     """`(sums [K, K], counts [K])` of a batch: per true class, the predicted distributions of its correctly
     classified examples, summed, and their number (no gradient); `OnlineLabelSmoothing`'s epoch statistics.

@@ -27,6 +27,14 @@ as logits would give a wrong value in silence.
 | `NegativeLogLikelihood`              | mean -log p_t                                        |
 | `BrierScore`                         | mean sum_j (p_j - y_j)^2                             |
 | `TopLabelAccuracy`                   | top-1 accuracy                                       |
+| `InputCheck`                         | no score: the package losses' input checks, raised   |
+|                                      | at the end of the epoch from a compiled step         |
+
+Inside a compiled step (Keras' JAX steps, TensorFlow's, `torch.compile`) a
+metric cannot raise without making the accelerator wait for the host: every
+metric here counts bad labels and probabilities in its state instead, and
+its `result()` raises the `ValueError` on the host, where Keras reads it at
+the end of every epoch and of `evaluate` (`keras_ils._bad_input`).
 
 The equal-mass (adaptive) ECE is not a metric here: its bins are the
 confidences' ranks in the whole set, so no fixed per-bin sums stream it (a
@@ -43,6 +51,7 @@ from keras_ils.metrics.binned import (
     MaximumCalibrationError,
     bin_index,
 )
+from keras_ils.metrics.input_check import InputCheck
 from keras_ils.metrics.means import BrierScore, NegativeLogLikelihood, TopLabelAccuracy, calibration_metrics
 
 __all__ = [
@@ -50,6 +59,7 @@ __all__ = [
     "ClassConditionalECE",
     "ClasswiseExpectedCalibrationError",
     "ExpectedCalibrationError",
+    "InputCheck",
     "MaximumCalibrationError",
     "NegativeLogLikelihood",
     "TopLabelAccuracy",

@@ -7,7 +7,7 @@ import numpy as np
 from keras import ops
 from numpy.typing import ArrayLike
 
-from keras_ils import _labels
+from keras_ils import _bad_input, _labels
 from keras_ils._checks import integer_at_least
 
 __all__ = [
@@ -42,8 +42,13 @@ def bin_index(probabilities: ArrayLike, num_bins: int):
     return ops.clip(index, 0, num_bins - 1)
 
 
-class _CalibrationMetric(keras.metrics.Metric):
-    """Shared argument handling: probabilities, hard labels and weights, flattened to rows."""
+class _CalibrationMetric(_bad_input.CheckedMetric):
+    """Shared argument handling: probabilities, hard labels and weights, flattened to rows, checked.
+
+    Bad labels or probabilities raise `ValueError` when read eagerly; inside a
+    compiled step they are counted and `result()` raises on the host
+    (`keras_ils._bad_input.CheckedMetric`).
+    """
 
     _reads_probabilities = True  # False where `from_logits` cannot change the value (the argmax)
 
@@ -75,13 +80,14 @@ class _CalibrationMetric(keras.metrics.Metric):
         y_pred = ops.convert_to_tensor(y_pred, dtype=self.dtype)
         _labels.check_metric_width(self, y_pred)
         num_classes = y_pred.shape[-1]
-        labels = _labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
+        with self.counting():
+            labels = _labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
+            if not self.from_logits and self._reads_probabilities:
+                _labels.check_probabilities(y_pred)
         if self.from_logits:
             log_probabilities = ops.log_softmax(y_pred, axis=-1)
             probabilities = ops.exp(log_probabilities)
         else:
-            if self._reads_probabilities:
-                _labels.check_probabilities(y_pred)
             probabilities = y_pred
             log_probabilities = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))
         if len(probabilities.shape) != 2:  # a sequence or image of predictions: one row each
@@ -169,7 +175,7 @@ class ExpectedCalibrationError(_TopLabelBins):
     def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "ece", dtype: str | None = None):
         super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
 
-    def result(self):
+    def _result(self):
         gaps = ops.abs(self.correct_sums - self.confidence_sums)
         return ops.divide_no_nan(ops.sum(gaps), ops.sum(self.counts))
 
@@ -204,7 +210,7 @@ class MaximumCalibrationError(_TopLabelBins):
     def __init__(self, num_bins: int = 15, from_logits: bool = False, name: str = "mce", dtype: str | None = None):
         super().__init__(num_bins=num_bins, from_logits=from_logits, name=name, dtype=dtype)
 
-    def result(self):
+    def _result(self):
         gaps = ops.divide_no_nan(ops.abs(self.correct_sums - self.confidence_sums), self.counts)
         return ops.max(gaps)
 
@@ -268,7 +274,7 @@ class ClasswiseExpectedCalibrationError(_CalibrationMetric):
         self.label_sums.assign_add(ops.segment_sum(ops.reshape(one_hot * weights, (-1,)), cell, size))
         self.probability_sums.assign_add(ops.segment_sum(ops.reshape(probabilities * weights, (-1,)), cell, size))
 
-    def result(self):
+    def _result(self):
         gaps = ops.sum(ops.abs(self.label_sums - self.probability_sums))
         return ops.divide_no_nan(gaps, self.total * self.num_classes)
 
@@ -329,7 +335,7 @@ class ClassConditionalECE(_CalibrationMetric):
         self.confidence_sums.assign_add(ops.segment_sum(weights * confidence, cell, size))
         self.correct_sums.assign_add(ops.segment_sum(weights * correct, cell, size))
 
-    def result(self):
+    def _result(self):
         shape = (self.num_classes, self.num_bins)
         gaps = ops.sum(ops.reshape(ops.abs(self.correct_sums - self.confidence_sums), shape), axis=-1)
         counts = ops.sum(ops.reshape(self.counts, shape), axis=-1)

@@ -32,7 +32,7 @@ class _WeightedMean(_CalibrationMetric):
         self.total.assign_add(ops.sum(weights * values))
         self.count.assign_add(ops.sum(weights))
 
-    def result(self):
+    def _result(self):
         return ops.divide_no_nan(self.total, self.count)
 
     def get_config(self):
