@@ -29,11 +29,10 @@ Sections:
   `git show` gives it, put in place of today's for its calls), interleaved
   with today's and the baselines: old and new side by side in one process;
 - a device section on an accelerator (or with `--device`): the fits on the
-  Keras backend's own device (temperature and ensemble temperature scaling
-  at `--device-sizes`, vector scaling and Dirichlet calibration at the same
-  sizes), with their passes and seconds per pass. Under JAX or torch it
-  imports no TensorFlow (nor does the rest of the benchmark, but for the
-  scikit-learn baseline, which does not either).
+  Keras backend's own device (temperature and ensemble temperature scaling,
+  vector scaling and Dirichlet calibration at `--device-sizes`), with their
+  iterations (temperature: full passes). Under JAX or torch nothing here
+  imports TensorFlow but `--old-solver` (the old passes were TensorFlow).
 
 Timings are medians over `--rounds` (after one warm-up round that traces and
 compiles the passes); ratios are per round, then their median.
@@ -217,17 +216,16 @@ DEVICE_METHODS = ("temperature", "ensemble_temperature", "vector", "dirichlet")
 
 
 def device_rows(n, k, methods, rounds, warmup=1):
-    """The fits on the Keras backend's device at one size: median seconds, passes (temperature) or iterations, and
-    milliseconds per pass or iteration."""
+    """The fits on the Keras backend's device at one size: median seconds (the whole call: the input checks, the
+    copy to the device, the warm start), the report's iterations (temperature: full passes), status."""
     logits, labels = logits_and_labels(n, k)
     reports = {}
     calls = {m: (lambda m=m: reports.__setitem__(m, _fit(m)(logits, labels))) for m in methods}
     times = _common.interleaved(calls, rounds=rounds, warmup=warmup)
     rows = []
     for method in methods:
-        seconds, report = float(np.median(times[method])), reports[method]
-        per = f"{seconds / report.iterations * 1e3:.2f}" if report.iterations else ""
-        rows.append([f"{n} x {k}", method, f"{seconds:.3f}", report.iterations, per, report.status])
+        report = reports[method]
+        rows.append([f"{n} x {k}", method, f"{np.median(times[method]):.3f}", report.iterations, report.status])
     return rows
 
 
@@ -261,7 +259,7 @@ def main(argv=None):
         where = ", ".join(accelerators) if accelerators else "the CPU (no accelerator)"
         print(f"\nThe fits on the Keras backend's device ({where}), medians of {args.rounds} rounds after "
               f"{args.device_warmup} untimed:\n")  # fmt: skip
-        headers = ["N x K", "method", "seconds", "passes / iterations", "ms per pass / iteration", "status"]
+        headers = ["N x K", "method", "seconds", "iterations (temperature: full passes)", "status"]
         rows = [
             row for n, k in _sizes(args.device_sizes) for row in device_rows(n, k, args.device_methods, args.rounds)
         ]
