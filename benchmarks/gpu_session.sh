@@ -73,10 +73,10 @@ step() {
 
 {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    python3 -c "import sys, jax, torch, numpy; print(sys.version.split()[0], 'jax', jax.__version__, jax.devices(), \
-'torch', torch.__version__, torch.cuda.is_available(), 'numpy', numpy.__version__)"
+    timeout 60 python3 -c "import sys, jax, torch, numpy; print(sys.version.split()[0], 'jax', jax.__version__, \
+jax.devices(), 'torch', torch.__version__, torch.cuda.is_available(), 'numpy', numpy.__version__)"
     for backend in jax torch; do
-        KERAS_BACKEND=$backend python3 -c "import sys, keras, keras_ils; print(keras.backend.backend(), \
+        KERAS_BACKEND=$backend timeout 60 python3 -c "import sys, keras, keras_ils; print(keras.backend.backend(), \
 'keras', keras.__version__, 'keras_ils imported; tensorflow imported:', 'tensorflow' in sys.modules)"
     done
 } >"$OUT/environment.txt" 2>&1

@@ -128,10 +128,14 @@ def _runner(name: str, variant: Variant, data: dict, epochs: int, num_classes: i
 
     def run():
         timer = _EpochTimes()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # OnlineLabelSmoothing without its callback says so
-            model.fit(data["x"], y, batch_size=BATCH, epochs=epochs, validation_data=validation, verbose=0,
-                      callbacks=[*callbacks, timer])  # fmt: skip
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # OnlineLabelSmoothing without its callback says so
+                model.fit(data["x"], y, batch_size=BATCH, epochs=epochs, validation_data=validation, verbose=0,
+                          callbacks=[*callbacks, timer])  # fmt: skip
+        except Exception as error:  # a variant that fails is a row that says so, not a lost table
+            print(f"[{time.strftime('%H:%M:%S')}] {name} FAILED: {error!r:.2000}", file=sys.stderr, flush=True)
+            return _common.Seconds(np.nan)
         seconds = ", ".join(f"{value:.3f}" for value in timer.seconds)
         print(f"[{time.strftime('%H:%M:%S')}] {name}: epochs of {seconds} s", file=sys.stderr, flush=True)
         return _common.Seconds(np.median(timer.seconds[1:]))
@@ -168,6 +172,9 @@ def rows(n: int, epochs: int, rounds: int, only=None) -> list[list]:
     result = []
     for name, variant in table.items():
         seconds = float(np.median(times[name]))
+        if np.isnan(seconds):
+            result.append([name, "failed (its error is in the log)", "", "", variant.baseline])
+            continue
         ratio = (
             "1"
             if name == variant.baseline
