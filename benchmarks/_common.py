@@ -24,10 +24,32 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 
-def machine() -> list[str]:
-    """Lines describing this machine and software: CPU, cores, GPUs, TensorFlow, Keras, date."""
+def accelerators() -> list[str]:
+    """The Keras backend's accelerators (GPUs, TPUs), as the backend names them; empty on a CPU. Imports only the
+    backend's own framework (no TensorFlow under JAX or torch)."""
     import keras
-    import tensorflow as tf
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return [str(device) for device in jax.devices() if device.platform != "cpu"]
+    if backend == "torch":
+        import torch
+
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return [device.name for device in tf.config.list_physical_devices("GPU")]
+    return []
+
+
+def machine() -> list[str]:
+    """Lines describing this machine and software: CPU, cores, GPUs, the Keras backend and its version, date."""
+    import importlib
+
+    import keras
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -36,14 +58,16 @@ def machine() -> list[str]:
                 cpu = line.split(":", 1)[1].strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    gpus = tf.config.list_physical_devices("GPU")
+    gpus = accelerators()
     gpu_names = _nvidia_smi(["--query-gpu=name", "--format=csv,noheader"]) if gpus else None
+    backend = keras.backend.backend()
+    version = getattr(importlib.import_module(backend), "__version__", "?")
     return [
         f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"command: python {' '.join(sys.argv)}",
         f"cpu: {cpu}, {os.cpu_count()} logical cores (nproc)",
-        f"gpu: {', '.join(gpu_names) if gpu_names else (f'{len(gpus)} GPU(s)' if gpus else 'no GPU')}",
-        f"python {platform.python_version()}, tensorflow {tf.__version__}, keras {keras.__version__}",
+        f"gpu: {', '.join(gpu_names) if gpu_names else (', '.join(gpus) if gpus else 'no GPU')}",
+        f"python {platform.python_version()}, keras {keras.__version__} on {backend} {version}",
     ]
 
 
@@ -80,9 +104,7 @@ class GpuUtilisation:
 
     @staticmethod
     def available() -> bool:
-        import tensorflow as tf
-
-        return bool(tf.config.list_physical_devices("GPU")) and shutil.which("nvidia-smi") is not None
+        return bool(accelerators()) and shutil.which("nvidia-smi") is not None
 
     def __enter__(self):
         if not self.available():

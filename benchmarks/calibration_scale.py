@@ -24,18 +24,31 @@ Sections:
 - the temperature fit's cost at four sizes (`--linear`, 6.25 to 50 million
   logits, `N` and `K` both varied): seconds per million logits at each, flat
   when the cost is linear in `N K`;
-- a GPU section whenever TensorFlow sees a GPU: the TensorFlow fits
-  (temperature, ensemble temperature) timed there and pinned to the CPU.
+- with `--old-solver REV`, the temperature fit by the solver module of git
+  revision `REV` (`keras_ils/calibration/_temperature_solver.py` as
+  `git show` gives it, put in place of today's for its calls), interleaved
+  with today's and the baselines: old and new side by side in one process;
+- a device section on an accelerator (or with `--device`): the fits on the
+  Keras backend's own device (temperature and ensemble temperature scaling,
+  vector scaling and Dirichlet calibration at `--device-sizes`), with their
+  iterations (temperature: full passes). Under JAX or torch nothing here
+  imports TensorFlow but `--old-solver` (the old passes were TensorFlow).
 
-Timings are medians over `--rounds` (after one warm-up round that traces the
-`tf.function`s); ratios are per round, then their median.
+Timings are medians over `--rounds` (after one warm-up round that traces and
+compiles the passes); ratios are per round, then their median.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
+import os
+import subprocess
+import tempfile
+import types
 import warnings
+from unittest import mock
 
 import _common
 import numpy as np
@@ -107,15 +120,34 @@ def _softmax(logits):
     return z / z.sum(axis=1, keepdims=True)
 
 
-def _fit(method):
-    from keras_ils.calibration import fit_calibrator
+def _fit(method, solver=None):
+    """`fit_calibrator(method, ...)`'s report, warnings silenced; with `solver`, the temperature fits use that
+    solver module in place of today's."""
+    from keras_ils.calibration import fit_calibrator, temperature
 
     def run(logits, labels):
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), mock.patch.object(temperature, "solver", solver or temperature.solver):
             warnings.simplefilter("ignore")
             return fit_calibrator(method, logits, labels, return_fit=True)[1]
 
     return run
+
+
+def old_solver(revision: str) -> types.ModuleType:
+    """`keras_ils/calibration/_temperature_solver.py` at git `revision`, as a module of its own (from a temporary
+    file, so that TensorFlow's AutoGraph reads its source)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = "keras_ils/calibration/_temperature_solver.py"
+    source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=root, capture_output=True, text=True,
+                            check=True).stdout  # fmt: skip
+    folder = tempfile.mkdtemp(prefix="old_solver_")
+    file = os.path.join(folder, "_temperature_solver_old.py")
+    with open(file, "w") as stream:
+        stream.write(source)
+    spec = importlib.util.spec_from_file_location(f"_temperature_solver_at_{revision}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _score_calls(probabilities, labels):
@@ -128,35 +160,44 @@ def _score_calls(probabilities, labels):
     return calls
 
 
-def size_rows(n, k, methods, baselines, scores, rounds):
-    """The table's rows at one size: `[size, what, median seconds, a baseline's seconds / the package's, note]`."""
+def size_rows(n, k, methods, baselines, scores, rounds, old=None):
+    """The table's rows at one size: `[size, what, median seconds, a baseline's seconds / the package's, note]`.
+
+    `old` is `(revision, solver module)`: the temperature fit by that solver, beside today's.
+    """
     logits, labels = logits_and_labels(n, k)
     fits = {method: _fit(method) for method in methods}
+    compared = ["temperature"] if "temperature" in methods else []
+    if old and "temperature" in methods:
+        fits[f"temperature (solver at {old[0]})"] = _fit("temperature", old[1])
+        compared.append(f"temperature (solver at {old[0]})")
     reports = {}
-    calls = {m: (lambda m=m: reports.__setitem__(m, fits[m](logits, labels))) for m in methods}
-    pairs = {}  # baseline call -> the package's call it is compared with
-    if baselines and "temperature" in methods:
+    calls = {m: (lambda m=m: reports.__setitem__(m, fits[m](logits, labels))) for m in fits}
+    pairs = {}  # baseline call -> the package's calls it is compared with
+    if old and "temperature" in methods:
+        pairs[compared[1]] = compared[:1]
+    if baselines and compared:
         calls["baseline: scipy temperature"] = lambda: scipy_temperature(logits, labels)
-        pairs["baseline: scipy temperature"] = "temperature"
+        pairs["baseline: scipy temperature"] = compared
         if sklearn_has_temperature():
             name = "baseline: sklearn CalibratedClassifierCV(temperature)"
-            calls[name], pairs[name] = (lambda: sklearn_temperature(logits, labels)), "temperature"
+            calls[name], pairs[name] = (lambda: sklearn_temperature(logits, labels)), compared
     probabilities = _softmax(logits) if (scores or (baselines and "isotonic" in methods)) else None
     if baselines and "isotonic" in methods:
         calls["baseline: sklearn IsotonicRegression per class"] = lambda: sklearn_isotonic(probabilities, labels)
-        pairs["baseline: sklearn IsotonicRegression per class"] = "isotonic"
+        pairs["baseline: sklearn IsotonicRegression per class"] = ["isotonic"]
     if scores:
         calls.update(_score_calls(probabilities, labels))
     times = _common.interleaved(calls, rounds=rounds, warmup=1)
     rows = []
     for name, seconds in times.items():
-        ratio = ""
-        if name in pairs:
-            median, low, high = _common.paired_ratio(times, name, pairs[name])
-            ratio = f"{median:.2f} ({low:.2f}-{high:.2f}) x `{pairs[name]}`"
+        ratios = []
+        for package in pairs.get(name, []):
+            median, low, high = _common.paired_ratio(times, name, package)
+            ratios.append(f"{median:.2f} ({low:.2f}-{high:.2f}) x `{package}`")
         report = reports.get(name)
         note = f"{report.status}" + (f", T = {report.temperature:.4f}" if report.temperature else "") if report else ""
-        rows.append([f"{n} x {k}", name, f"{np.median(seconds):.3f}", ratio, note])
+        rows.append([f"{n} x {k}", name, f"{np.median(seconds):.3f}", "; ".join(ratios), note])
     return rows
 
 
@@ -171,24 +212,20 @@ def linearity_rows(sizes, rounds):
     return rows
 
 
-def gpu_rows(sizes, rounds):
-    """The TensorFlow fits on the GPU and pinned to the CPU, side by side (only where TensorFlow sees a GPU)."""
-    import tensorflow as tf
+DEVICE_METHODS = ("temperature", "ensemble_temperature", "vector", "dirichlet")
 
+
+def device_rows(n, k, methods, rounds, warmup=1):
+    """The fits on the Keras backend's device at one size: median seconds (the whole call: the input checks, the
+    copy to the device, the warm start), the report's iterations (temperature: full passes), status."""
+    logits, labels = logits_and_labels(n, k)
+    reports = {}
+    calls = {m: (lambda m=m: reports.__setitem__(m, _fit(m)(logits, labels))) for m in methods}
+    times = _common.interleaved(calls, rounds=rounds, warmup=warmup)
     rows = []
-    for n, k in sizes:
-        logits, labels = logits_and_labels(n, k)
-        for method in ("temperature", "ensemble_temperature"):
-            on_gpu = functools.partial(_fit(method), logits, labels)
-
-            def on_cpu(on_gpu=on_gpu):
-                with tf.device("/CPU:0"):
-                    on_gpu()
-
-            times = _common.interleaved({"gpu": on_gpu, "cpu": on_cpu}, rounds=rounds)
-            median, _, _ = _common.paired_ratio(times, "cpu", "gpu")
-            gpu, cpu = np.median(times["gpu"]), np.median(times["cpu"])
-            rows.append([f"{n} x {k}", method, f"{gpu:.3f}", f"{cpu:.3f}", f"{median:.1f}x"])
+    for method in methods:
+        report = reports[method]
+        rows.append([f"{n} x {k}", method, f"{np.median(times[method]):.3f}", report.iterations, report.status])
     return rows
 
 
@@ -207,25 +244,42 @@ def main(argv=None):
     parser.add_argument("--no-baselines", dest="baselines", action="store_false", help="skip scipy and scikit-learn")
     parser.add_argument("--linear", nargs="*", default=["6250x1000", "25000x500", "50000x500", "50000x1000"],
                         help="the temperature fit's sizes for the linearity check (none: skip it)")  # fmt: skip
+    parser.add_argument("--old-solver", metavar="REV", help="also time the temperature solver of git revision REV")
+    parser.add_argument("--device", action="store_true", help="the device section without an accelerator too")
+    parser.add_argument("--device-only", action="store_true", help="only the device section")
+    parser.add_argument("--device-sizes", nargs="+", default=["50000x1000"], help="N x K of the device section")
+    parser.add_argument("--device-methods", nargs="+", default=list(DEVICE_METHODS), choices=METHODS)
+    parser.add_argument("--device-warmup", type=int, default=1, help="untimed rounds first (0: the compilation timed)")
     args = parser.parse_args(argv)
     _common.print_header("Post-hoc calibration at scale (benchmarks/calibration_scale.py)")
+    if not args.device_only:
+        _tables(args)
+    accelerators = _common.accelerators()
+    if accelerators or args.device or args.device_only:
+        where = ", ".join(accelerators) if accelerators else "the CPU (no accelerator)"
+        print(f"\nThe fits on the Keras backend's device ({where}), medians of {args.rounds} rounds after "
+              f"{args.device_warmup} untimed:\n")  # fmt: skip
+        headers = ["N x K", "method", "seconds", "iterations (temperature: full passes)", "status"]
+        rows = [
+            row for n, k in _sizes(args.device_sizes) for row in device_rows(n, k, args.device_methods, args.rounds)
+        ]
+        print(_common.table(headers, rows))
+
+
+def _tables(args):
+    """The main table and the linearity check."""
     if args.baselines and not sklearn_has_temperature():
         print("(this scikit-learn has no CalibratedClassifierCV(method='temperature'): that baseline is skipped)\n")
+    old = (args.old_solver, old_solver(args.old_solver)) if args.old_solver else None
     rows = []
     for n, k in _sizes(args.sizes):
-        rows += size_rows(n, k, args.methods, args.baselines, args.scores, args.rounds)
+        rows += size_rows(n, k, args.methods, args.baselines, args.scores, args.rounds, old)
     headers = ["N x K", "fit or score", "seconds (median)", "baseline's time / package's (IQR)", "report"]
     print(_common.table(headers, rows))
     if args.linear:
         print("\nTemperature scaling's cost against N K (linear: seconds per million logits flat):\n")
         headers = ["N x K", "million logits", "seconds", "seconds per million"]
         print(_common.table(headers, linearity_rows(_sizes(args.linear), args.rounds)))
-    import tensorflow as tf
-
-    if tf.config.list_physical_devices("GPU"):
-        print("\nGPU: the TensorFlow fits on the GPU and pinned to the CPU:\n")
-        headers = ["N x K", "method", "GPU seconds", "CPU seconds", "CPU / GPU"]
-        print(_common.table(headers, gpu_rows(_sizes(args.sizes), args.rounds)))
 
 
 if __name__ == "__main__":

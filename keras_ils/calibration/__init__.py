@@ -20,13 +20,15 @@ layer class. Every layer computes in float32 under any global dtype policy.
 | `"isotonic"`             | `IsotonicCalibration`        | `fit_calibrator` (pool adjacent violators)| `isotonic`    |
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | `fit_calibrator` (T, then simplex weights)| `ensemble`    |
 
-Temperature scaling and ensemble temperature scaling fit in TensorFlow
-(`_temperature_solver`: float32 passes over the logits, on the GPU when
-TensorFlow sees one, under any Keras backend); so do the affine fits'
-passes over large data (`_affine_passes`; numpy below n P = 5e5, where a
-TensorFlow call costs more than the pass), with their L-BFGS steps in numpy
-(`solvers`); `histogram` and `isotonic` are numpy (a sort per class and a
-sequential pool-adjacent-violators pass).
+Temperature scaling and ensemble temperature scaling fit by passes over the
+logits written in `keras.ops` (`_temperature_solver`: float32 passes,
+compiled by the Keras backend and run on its device, the GPU when it has
+one; logits that fit one CPU block are passed in numpy); so do the affine
+fits' passes over large data (`_affine_passes`; numpy below n P = 5e5, where
+a compiled call costs more than the pass), with their L-BFGS steps in numpy
+(`solvers`). `_device` says where the passes run; none needs TensorFlow
+under JAX or torch. `histogram` and `isotonic` are numpy (a sort per class
+and a sequential pool-adjacent-violators pass).
 `registry` holds the table and `fit_calibrator`, `model` holds `calibrate`.
 `fit_temperature`, `estimate_temperature`, `fit_temperatures` and
 `TemperatureFit` are deprecated (see `fit_calibrator`).

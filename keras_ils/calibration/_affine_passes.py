@@ -15,9 +15,10 @@ put them (`keras_ils.calibration.affine_fit` holds them at temperature
 scaling's map).
 
 Where the pass runs: it costs about `n P` multiply-adds for `P` parameters.
-Beyond `NUMPY_MAX_WORK` it is TensorFlow (a core dependency of the package,
-so it runs where TensorFlow places it: on the GPU when it sees one, under any
-Keras backend); below, NumPy, because a TensorFlow call costs about a
+Beyond `NUMPY_MAX_WORK` it is `keras.ops`, compiled by the Keras backend and
+run where it computes (`keras_ils.calibration._device`: on the GPU when it
+has one, under any backend, with no TensorFlow needed under JAX or torch);
+below, NumPy, because a compiled call costs tens of microseconds to a
 millisecond of dispatch, 10-30 times a NumPy pass on the small-data rule's
 problems (tens to thousands of examples, hundreds of passes per fit).
 Features of more than `FLOAT64_MAX_ENTRIES` entries are float32 (the
@@ -30,7 +31,11 @@ from __future__ import annotations
 
 import functools
 
+import keras
 import numpy as np
+from keras import ops
+
+from keras_ils.calibration import _device
 
 __all__ = ["FLOAT64_MAX_ENTRIES", "NUMPY_MAX_WORK", "Passes", "split"]
 
@@ -67,25 +72,31 @@ class Passes:
         self.resolution = 1e-13  # the objective's relative rounding (float64: a sum of n terms)
         self._tensors = None
         if self.work > NUMPY_MAX_WORK:
-            import tensorflow as tf
+            dtype = np.float64 if n * k <= FLOAT64_MAX_ENTRIES else np.float32
+            self.resolution = 1e-13 if dtype == np.float64 else 1e-7
+            cut = _device.layout(n, _block_rows(k, full), n)
+            arrays = (features.astype(dtype), self.labels.astype(np.int32))
+            blocked = [_device.blocked(array, 0, cut)[0] for array in arrays] + _device.row_weights(cut)
+            with _device.float64():
+                self._tensors = tuple(map(_device.tensor, blocked)) + (_device.tensor(self.absent),)
 
-            dtype = "float64" if n * k <= FLOAT64_MAX_ENTRIES else "float32"
-            self.resolution = 1e-13 if dtype == "float64" else 1e-7
-            labels, absent = tf.constant(self.labels, tf.int32), tf.constant(self.absent)
-            self._tensors = (tf.constant(features, dtype), labels, absent)
-
-    def _run(self, function, tensors, *arguments):
-        """`function(full, dtype)`'s `tf.function` called on `tensors` and the parameters."""
-        return function(self.full, tensors[0].dtype.name)(*tensors, *arguments)
+    def _run(self, function, parameters):
+        """`function(full)` compiled by the backend, called on the data and the `parameters`' kernel and bias."""
+        k = self.features.shape[1]
+        weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
+        with _device.float64():
+            result = _compiled(function, self.full, keras.backend.backend())(
+                *self._tensors, _device.tensor(weights), _device.tensor(bias)
+            )
+            return [_device.numpy(value) for value in result]
 
     def __call__(self, parameters):
         """`(mean NLL, gradient [P])` of the map `parameters`, float64, the `absent` classes left out."""
         k = self.features.shape[1]
-        weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
         if self._tensors is not None:
-            rows = np.int32(_block_rows(k, self.full))
-            nll, grad_weights, grad_bias = self._run(_tensorflow_pass, self._tensors, weights, bias, rows)
-            return float(nll), np.concatenate([grad_weights.numpy().ravel(), grad_bias.numpy()])
+            nll, grad_weights, grad_bias = self._run(_value_and_gradient, parameters)
+            return float(nll), np.concatenate([grad_weights.ravel(), grad_bias])
+        weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
         logits = _logits(self.features, weights, bias, self.full, self._dropped)
         top = logits.max(axis=1, keepdims=True)
         exponentials = np.exp(logits - top)
@@ -100,10 +111,10 @@ class Passes:
 
     def nll_each(self, parameters) -> np.ndarray:
         """Each example's NLL under the whole map (every class in the softmax), `[n]` float64."""
+        if self._tensors is not None:
+            return self._run(_nll_each, parameters)[0].ravel()[: len(self.labels)]
         k = self.features.shape[1]
         weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
-        if self._tensors is not None:
-            return self._run(_tensorflow_nll_each, self._tensors[:2], weights, bias).numpy()
         logits = _logits(self.features, weights, bias, self.full, None)
         top = logits.max(axis=1)
         log_normaliser = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
@@ -111,10 +122,10 @@ class Passes:
 
     def separates(self, parameters) -> bool:
         """Whether the whole map classifies every example correctly (its NLL then keeps falling as it sharpens)."""
+        if self._tensors is not None:
+            return bool(self._run(_separates, parameters)[0])
         k = self.features.shape[1]
         weights, bias = split(np.asarray(parameters, np.float64), k, self.full)
-        if self._tensors is not None:
-            return bool(self._run(_tensorflow_separates, self._tensors[:2], weights, bias))
         return bool(np.all(_logits(self.features, weights, bias, self.full, None).argmax(axis=1) == self.labels))
 
     def probabilities(self, parameters, rows=slice(None)) -> np.ndarray:
@@ -132,88 +143,84 @@ def _logits(features, weights, bias, full, absent):
     return logits if absent is None else np.where(absent, -np.inf, logits)
 
 
-def _calibrated(tf, features, weights, bias, full):
-    """TensorFlow's calibrated logits in the features' dtype (the parameters arrive float64)."""
-    weights, bias = tf.cast(weights, features.dtype), tf.cast(bias, features.dtype)
-    return (tf.matmul(features, weights) if full else features * weights) + bias
+def _calibrated(features, weights, bias, full):
+    """The calibrated logits of `features [r, K]` in their dtype (the parameters arrive float64)."""
+    weights, bias = ops.cast(weights, features.dtype), ops.cast(bias, features.dtype)
+    return (ops.matmul(features, weights) if full else features * weights) + bias
 
 
-def _signature(tf, full, dtype, with_absent):
-    """The passes' `input_signature`: features, labels, [absent,] weights, bias (any n and K: one trace)."""
-    tensors = [tf.TensorSpec([None, None], dtype), tf.TensorSpec([None], tf.int32)]
-    tensors += [tf.TensorSpec([None], tf.bool)] if with_absent else []
-    return tensors + [tf.TensorSpec([None, None] if full else [None], tf.float64), tf.TensorSpec([None], tf.float64)]
+def _value_and_gradient(full: bool):
+    """`Passes.__call__`'s pass: `(mean NLL, gradient of the weights, gradient of the bias)`, float64.
 
-
-@functools.cache
-def _tensorflow_pass(full: bool, dtype: str):
-    """The `tf.function` of `Passes.__call__`: `(mean NLL, gradient of the weights, gradient of the bias)`.
-
-    It walks the rows in blocks of `rows` (`_block_rows`), summing each
-    block's NLL and gradients in float64: on the CPU a block's logits stay in
-    a core's cache (at 40,000 x 1,000 a vector scaling's pass took 0.2-0.4 s
-    so, 3.3 s on the whole array at once).
+    Its arguments are the blocked features `[b, r, K]`, labels `[b, r]`,
+    row weights `[b, r]`, `absent [K]`, the weights and the bias. It walks
+    the blocks one at a time, summing each block's NLL and gradients in
+    float64: on the CPU a block's logits stay in a core's cache (at 40,000 x
+    1,000 a vector scaling's pass took 0.2-0.4 s so, 3.3 s on the whole array
+    at once).
     """
-    import tensorflow as tf
 
-    def value_and_gradient(features, labels, absent, weights, bias, rows):
-        count = tf.shape(labels)[0]
-
-        def block(start, nll, grad_weights, grad_bias):
-            x, y = features[start : start + rows], labels[start : start + rows]
-            logits = tf.where(absent, tf.constant(-np.inf, x.dtype), _calibrated(tf, x, weights, bias, full))
-            log_normaliser = tf.reduce_logsumexp(logits, axis=1)
-            nll += tf.reduce_sum(tf.cast(log_normaliser - tf.gather(logits, y, batch_dims=1), tf.float64))
-            residual = tf.exp(logits - log_normaliser[:, None]) - tf.one_hot(y, tf.shape(logits)[1], dtype=x.dtype)
+    def value_and_gradient(features, labels, rows, absent, weights, bias):
+        def block(index, sums):
+            nll, grad_weights, grad_bias = sums
+            x, y, w = features[index], labels[index], ops.cast(rows[index], features.dtype)
+            logits = ops.where(absent, ops.cast(-np.inf, x.dtype), _calibrated(x, weights, bias, full))
+            log_normaliser = ops.logsumexp(logits, axis=1)
+            true = ops.take_along_axis(logits, y[:, None], axis=1)[:, 0]
+            nll += ops.sum(ops.cast((log_normaliser - true) * w, "float64"))
+            one_hot = ops.cast(y[:, None] == ops.arange(ops.shape(logits)[1], dtype=y.dtype), x.dtype)
+            residual = (ops.exp(logits - log_normaliser[:, None]) - one_hot) * w[:, None]
             if full:
-                grad_weights += tf.cast(tf.matmul(x, residual, transpose_a=True), tf.float64)
+                grad_weights += ops.cast(ops.matmul(ops.transpose(x), residual), "float64")
             else:
-                grad_weights += tf.reduce_sum(tf.cast(x * residual, tf.float64), axis=0)
-            return start + rows, nll, grad_weights, grad_bias + tf.reduce_sum(tf.cast(residual, tf.float64), axis=0)
+                grad_weights += ops.sum(ops.cast(x * residual, "float64"), axis=0)
+            return nll, grad_weights, grad_bias + ops.sum(ops.cast(residual, "float64"), axis=0)
 
-        zeros = (tf.constant(0.0, tf.float64), tf.zeros_like(weights), tf.zeros_like(bias))
-        _, *sums = tf.while_loop(lambda start, *_: start < count, block, (0, *zeros))
-        return tuple(total / tf.cast(count, tf.float64) for total in sums)
+        zeros = (ops.zeros((), "float64"), ops.zeros_like(weights), ops.zeros_like(bias))
+        sums = ops.fori_loop(0, ops.shape(features)[0], block, zeros)
+        count = ops.sum(ops.cast(rows, "float64"))
+        return tuple(total / count for total in sums)
 
-    signature = [*_signature(tf, full, dtype, True), tf.TensorSpec([], tf.int32)]
-    return tf.function(value_and_gradient, input_signature=signature, reduce_retracing=True)
+    return value_and_gradient
+
+
+def _flat(features, labels, rows):
+    """The blocked data as `[b r, K]`, `[b r]`, `[b r]` (the padding rows last)."""
+    return ops.reshape(features, (-1, ops.shape(features)[-1])), ops.reshape(labels, (-1,)), ops.reshape(rows, (-1,))
+
+
+def _nll_each(full: bool):
+    """`Passes.nll_each`'s pass: each row's NLL, `[b r]` float64 (padding rows included, last)."""
+
+    def nll_each(features, labels, rows, absent, weights, bias):
+        features, labels, _ = _flat(features, labels, rows)
+        logits = _calibrated(features, weights, bias, full)
+        true = ops.take_along_axis(logits, labels[:, None], axis=1)[:, 0]
+        return (ops.cast(ops.logsumexp(logits, axis=1) - true, "float64"),)
+
+    return nll_each
+
+
+def _separates(full: bool):
+    """`Passes.separates`' pass: whether every row of the data is classified correctly."""
+
+    def separates(features, labels, rows, absent, weights, bias):
+        features, labels, rows = _flat(features, labels, rows)
+        predicted = ops.cast(ops.argmax(_calibrated(features, weights, bias, full), axis=1), labels.dtype)
+        return (ops.all((predicted == labels) | (rows == 0)),)
+
+    return separates
 
 
 @functools.cache
-def _on_gpu() -> bool:
-    """Whether TensorFlow computes on a GPU."""
-    import tensorflow as tf
-
-    return bool(tf.config.list_logical_devices("GPU"))
+def _compiled(function, full: bool, backend: str):
+    """`function(full)` compiled by `backend`."""
+    return _device.compiled(function(full))
 
 
 def _block_rows(k: int, full: bool) -> int:
-    """Rows per block of a pass: all of them on a GPU; on the CPU about `_CPU_BLOCK` entries (`_CPU_BLOCK_FULL` for
-    a kernel's, whose products run faster on taller blocks)."""
-    if _on_gpu():
+    """Rows per block of a pass: all of them on an accelerator; on the CPU about `_CPU_BLOCK` entries
+    (`_CPU_BLOCK_FULL` for a kernel's, whose products run faster on taller blocks)."""
+    if _device.accelerated():
         return 2**31 - 1
     return max(1, (_CPU_BLOCK_FULL if full else _CPU_BLOCK) // k)
-
-
-@functools.cache
-def _tensorflow_nll_each(full: bool, dtype: str):
-    """The `tf.function` of `Passes.nll_each`."""
-    import tensorflow as tf
-
-    def nll_each(features, labels, weights, bias):
-        logits = _calibrated(tf, features, weights, bias, full)
-        return tf.cast(tf.reduce_logsumexp(logits, axis=1) - tf.gather(logits, labels, batch_dims=1), tf.float64)
-
-    return tf.function(nll_each, input_signature=_signature(tf, full, dtype, False), reduce_retracing=True)
-
-
-@functools.cache
-def _tensorflow_separates(full: bool, dtype: str):
-    """The `tf.function` of `Passes.separates`."""
-    import tensorflow as tf
-
-    def separates(features, labels, weights, bias):
-        predicted = tf.argmax(_calibrated(tf, features, weights, bias, full), axis=1, output_type=tf.int32)
-        return tf.reduce_all(predicted == labels)
-
-    return tf.function(separates, input_signature=_signature(tf, full, dtype, False), reduce_retracing=True)

@@ -11,11 +11,14 @@ slope    = mean(S1 / S0 - d_t)                  (d/d beta, increasing: the NLL i
 curvature = mean(S2 / S0 - (S1 / S0)^2)         (d^2/d beta^2, a variance)
 ```
 
-The passes are TensorFlow (a core dependency of the package), so they run
-where TensorFlow places them: on the GPU when it sees one, under any Keras
-backend. The logits stay float32 and so do the per-row sums over classes; the
-sums over rows are float64. On the CPU a pass walks blocks of rows that fit a
-core's cache (a pass over 50,000 x 1,000 logits streams them once).
+The passes are `keras.ops`, compiled by the Keras backend and run where it
+computes (`_device`): on the GPU when it has one, under any backend, with no
+TensorFlow needed under JAX or torch. The logits stay float32 and so do the
+per-row sums over classes; the sums over rows are float64. On the CPU a pass
+walks blocks of rows that fit a core's cache (a pass over 50,000 x 1,000
+logits streams them once); logits that fit one such block are passed on the
+host in NumPy, by the same arithmetic (`_block_sums`), since a compiled call
+would cost more than the pass (under JAX, a compilation per shape).
 
 `find_root` is the solver: Newton's method on the root of an objective's
 slope in `u`, vectorised over models, safeguarded by a bracket (bisection
@@ -28,12 +31,16 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+import keras
 import numpy as np
+from keras import ops
+
+from keras_ils.calibration import _device
 
 TOLERANCE = 1e-6  # a Newton step in log T this small ends the search (the next would be ~1e-12: T to ~12 digits)
 MAX_PASSES = 100
 _TRANSFER = 1 << 21  # entries per tensor the logits are copied into (8 MiB: TensorFlow copies one large array slowly)
-_CPU_CACHE = 1 << 18  # entries a CPU pass works on at a time (1 MiB of float32: a core's cache)
+CPU_CACHE = 1 << 18  # entries a CPU pass works on at a time (1 MiB of float32: a core's cache)
 _SUBSAMPLE = 4096  # rows of the warm start's fit, on sets of at least 4 times as many
 
 
@@ -47,68 +54,58 @@ class Moments(NamedTuple):
     separated: np.ndarray
 
 
+def _block_sums(xp, z, true_logits, weights, scale, beta):
+    """`[5, M]` float64 sums over a block's rows (`z [M, r, K]`, `true_logits [M, r]`, row `weights [r]`, at the
+    float32 `scale [M, 1, 1]` and its float64 `beta [M, 1]`) of the NLL's slope, curvature and value, of the rows
+    whose true logit is below their largest, and of the rows not constant; `xp` is `keras.ops` or `_device.HOST`."""
+    top = xp.max(z, axis=-1, keepdims=True)
+    d = z - top
+    e = xp.exp(scale * d)
+    weighted = e * d
+    s0, s1 = xp.sum(e, axis=-1), xp.sum(weighted, axis=-1)
+    mean = s1 / s0
+    variance = xp.maximum(xp.sum(weighted * d, axis=-1) / s0 - mean * mean, 0.0)
+    true = xp.cast(true_logits, "float64") - xp.cast(top[..., 0], "float64")
+    terms = [
+        xp.cast(mean, "float64") - true,
+        xp.cast(variance, "float64"),
+        xp.cast(xp.log(s0), "float64") - beta * true,
+        xp.cast(true < 0, "float64"),
+        xp.cast(xp.min(d, axis=-1) < 0, "float64"),
+    ]
+    return xp.sum(xp.stack(terms) * xp.cast(weights, "float64"), axis=-1)
+
+
+def _pass_sums(logits, true_logits, weights, beta):
+    """One pass over a chunk, a block at a time: `(logits [M, b, r, K], true logits [M, b, r], row weights [b, r],
+    beta [M])` -> `_block_sums` over all its rows."""
+    scale = ops.cast(beta, "float32")[:, None, None]
+    beta = ops.cast(scale[:, 0, 0], "float64")[:, None]  # the float32 beta the exponentials use
+
+    def step(index, sums):
+        return sums + _block_sums(ops, logits[:, index], true_logits[:, index], weights[index], scale, beta)
+
+    zeros = ops.zeros((5, ops.shape(logits)[0]), "float64")
+    return ops.fori_loop(0, ops.shape(logits)[1], step, zeros)
+
+
 @functools.cache
-def _pass():
-    """The `tf.function` of one pass over a block: `(logits [M, r, K], true logits [M, r], beta [M], rows)` ->
-    per-model sums over the block's rows of the NLL's slope, curvature and value, of the rows whose true logit
-    is below their largest, and of the rows not constant."""
-    import tensorflow as tf
-
-    def sums(logits, true_logits, beta, rows):
-        scale = tf.cast(beta, tf.float32)[:, None, None]
-        beta = tf.cast(scale[:, 0, 0], tf.float64)[:, None]  # the float32 beta the exponentials use
-        zero = tf.zeros(tf.shape(logits)[:1], tf.float64)
-
-        def step(start, slope, curvature, nll, missed, spread):
-            z = logits[:, start : start + rows]
-            top = tf.reduce_max(z, axis=-1, keepdims=True)
-            d = z - top
-            e = tf.exp(scale * d)
-            weighted = e * d
-            s0, s1 = tf.reduce_sum(e, -1), tf.reduce_sum(weighted, -1)
-            mean = s1 / s0
-            variance = tf.maximum(tf.reduce_sum(weighted * d, -1) / s0 - mean * mean, 0.0)
-            true = tf.cast(true_logits[:, start : start + rows], tf.float64) - tf.cast(top[..., 0], tf.float64)
-            slope += tf.reduce_sum(tf.cast(mean, tf.float64) - true, -1)
-            curvature += tf.reduce_sum(tf.cast(variance, tf.float64), -1)
-            nll += tf.reduce_sum(tf.cast(tf.math.log(s0), tf.float64) - beta * true, -1)
-            missed += tf.reduce_sum(tf.cast(true < 0, tf.float64), -1)
-            spread += tf.reduce_sum(tf.cast(tf.reduce_min(d, -1) < 0, tf.float64), -1)
-            return start + rows, slope, curvature, nll, missed, spread
-
-        count = tf.shape(logits)[1]
-        return tuple(tf.while_loop(lambda start, *_: start < count, step, (0,) + (zero,) * 5)[1:])
-
-    signature = (
-        tf.TensorSpec([None, None, None], tf.float32),
-        tf.TensorSpec([None, None], tf.float32),
-        tf.TensorSpec([None], tf.float64),
-        tf.TensorSpec([], tf.int32),
-    )
-    return tf.function(sums, input_signature=signature)
+def _compiled_pass(backend: str):
+    """`_pass_sums` compiled by `backend`."""
+    return _device.compiled(_pass_sums)
 
 
 def transfer_rows(entries_per_row: int) -> int:
-    """Rows per block of `on_device`: about `_TRANSFER` entries."""
+    """Rows per chunk: about `_TRANSFER` entries."""
     return max(1, _TRANSFER // entries_per_row)
 
 
-def on_device(array, rows: int, axis: int = 0) -> list:
-    """`array` as TensorFlow tensors of `rows` rows each along `axis`, where TensorFlow computes (the GPU when it
-    sees one): copied there once."""
-    import tensorflow as tf
-
-    parts = np.split(array, range(rows, array.shape[axis], rows), axis=axis)
-    return [tf.identity(tf.convert_to_tensor(part)) for part in parts]
-
-
-def cache_rows(entries_per_row: int):
-    """Rows a pass works on at a time: a core's cache of them on the CPU, a whole block on a GPU."""
-    import tensorflow as tf
-
-    if tf.config.list_logical_devices("GPU"):
-        return np.int32(_TRANSFER)
-    return np.int32(max(1, _CPU_CACHE // entries_per_row))
+def rows_layout(count: int, entries_per_row: int) -> _device.Layout:
+    """How a pass cuts `count` rows: blocks of a core's cache on the CPU, a whole chunk on an accelerator; chunks
+    of about `_TRANSFER` entries (copied to the device once each: TensorFlow copies one large array slowly)."""
+    chunk = transfer_rows(entries_per_row)
+    rows = chunk if _device.accelerated() else max(1, CPU_CACHE // entries_per_row)
+    return _device.layout(count, rows, max(1, chunk // rows))
 
 
 class Logits:
@@ -118,18 +115,27 @@ class Logits:
         """From numpy float32 `logits [M, n, K]` and checked integer `labels [M, n]`."""
         self.array, self.labels = logits, labels
         models, self.count, classes = logits.shape
-        true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
-        rows = transfer_rows(models * classes)
-        self.blocks = list(zip(on_device(logits, rows, axis=1), on_device(true_logits, rows, axis=1), strict=True))
-        self.rows = cache_rows(models * classes)
+        self.true_logits = np.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+        self.chunks = None  # data that fit one block of a CPU pass are passed on the host, in NumPy
+        if logits.size > CPU_CACHE:
+            cut = rows_layout(self.count, models * classes)
+            blocks = (_device.blocked(logits, 1, cut), _device.blocked(self.true_logits, 1, cut))
+            blocks += (_device.row_weights(cut),)
+            with _device.float64():
+                self.chunks = [tuple(map(_device.tensor, chunk)) for chunk in zip(*blocks, strict=True)]
 
     def moments(self, u) -> Moments:
         """The pass at `beta = exp(u)` (`u` float64 `[M]`, each `exp(u)` a float32 value: see `representable`)."""
-        beta = np.exp(u)
-        slope, curvature, nll, missed, spread = (
-            np.sum([value.numpy() for value in values], axis=0)
-            for values in zip(*(_pass()(logits, true, beta, self.rows) for logits, true in self.blocks), strict=True)
-        )
+        if self.chunks is None:
+            scale = np.exp(u).astype(np.float32)[:, None, None]
+            total = _block_sums(_device.HOST, self.array, self.true_logits, 1.0, scale, scale[:, 0].astype(np.float64))
+        else:
+            function = _compiled_pass(keras.backend.backend())
+            with _device.float64():
+                beta = _device.tensor(np.exp(u))
+                sums = [function(*chunk, beta) for chunk in self.chunks]
+                total = _device.numpy(sums[0] if len(sums) == 1 else ops.sum(ops.stack(sums), axis=0))
+        slope, curvature, nll, missed, spread = total
         return Moments(slope / self.count, curvature / self.count, nll / self.count, (missed == 0) & (spread > 0))
 
     def subsample(self):

@@ -10,8 +10,8 @@ weights: the diagonal and the bias first (vector scaling's rule on the same
 features), then the off-diagonal's own precision. ODIR's weights or
 `prior_precision=0` give the plain fit. Newton's method solves the problems
 whose Hessian is cheap, L-BFGS the others (`keras_ils.calibration.solvers`);
-the passes over the data are TensorFlow beyond small sizes, on the GPU when
-TensorFlow sees one (`keras_ils.calibration._affine_passes`).
+the passes over the data are `keras.ops` beyond small sizes, on the Keras
+backend's device, the GPU when it has one (`keras_ils.calibration._affine_passes`).
 
 A class with no validation example keeps temperature scaling's map: its
 column of the kernel (its scale) is `beta e_j` and its bias 0, and it takes no
@@ -83,8 +83,8 @@ def fit_affine(
     scaling's map). A class absent from `labels` keeps temperature scaling's
     map (the module docstring); the report's `objective` is then that of the
     other classes' softmax, its `nll` the whole map's. The passes over the
-    data run in TensorFlow beyond small sizes, on the GPU when TensorFlow
-    sees one, under any Keras backend. `fit_calibrator` documents the
+    data run in `keras.ops` beyond small sizes, on the Keras backend's
+    device (the GPU when it has one). `fit_calibrator` documents the
     arguments and warns.
     """
     full, odir_given = method != "vector", off_diagonal_l2 is not None or intercept_l2 is not None

@@ -18,8 +18,10 @@ and the one-hot labels, `mean_{i,j} (q_ij - y_ij)^2` (the Brier score over
 by its KKT conditions on each face of the simplex. Its coefficients need
 five sums over the examples (`sum_j q1_j^2`, `sum_j q1_j q2_j`, `sum_j
 q2_j^2` and the two true-class probabilities per row, `q1 = softmax(z / T)`,
-`q2 = softmax(z)`): one more TensorFlow pass over the float32 logits after
-the temperature fit's, with no `[3, n, K]` stack of the components. (Their `ets_calibrate`
+`q2 = softmax(z)`): one more pass over the float32 logits after the
+temperature fit's (`keras.ops` on the Keras backend's device, or numpy where
+the temperature fit's passes are), with no `[3, n, K]` stack of the
+components. (Their `ets_calibrate`
 also fits `T` by that squared error, within `(0.05, 5)`; here `T` is the NLL
 temperature scaling of the rest of the package, as the paper describes ETS
 as an ensemble around temperature scaling.) With `w3 > 0` no probability is
@@ -37,8 +39,8 @@ import numpy as np
 from keras import ops
 
 from keras_ils._checks import invalid, positive
+from keras_ils.calibration import _device, temperature
 from keras_ils.calibration import _temperature_solver as solver
-from keras_ils.calibration import temperature
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 from keras_ils.calibration.reports import CalibratorFit, few_examples, mean_nll, message
 
@@ -237,47 +239,44 @@ def fit_ensemble_temperature(
 
 def _mixture_sums(logits, labels, temperature_value):
     """`(means over the n K entries of q1^2, q1 q2, q2^2 [3], the true-class q1 and q2 [2, n])`, float64."""
-    rows = solver.transfer_rows(logits.shape[1])
-    blocks = zip(solver.on_device(logits, rows), solver.on_device(labels.astype(np.int32), rows), strict=True)
-    inner, beta = solver.cache_rows(logits.shape[1]), 1.0 / temperature_value
-    per_row = [
-        np.concatenate([value.numpy() for value in values]).astype(np.float64)
-        for values in zip(*(_mixture_pass()(z, y, beta, inner) for z, y in blocks), strict=True)
-    ]
-    squares = np.array([values.sum() for values in per_row[:3]]) / logits.size
-    return squares, np.stack(per_row[3:])
+    n, k = logits.shape
+    scale = np.float32(1.0 / temperature_value)
+    if logits.size <= solver.CPU_CACHE:  # one block: on the host, as the temperature fit's passes
+        per_row = _mixture_block(_device.HOST, logits, labels, scale)
+    else:
+        cut = solver.rows_layout(n, k)
+        chunks = zip(_device.blocked(logits, 0, cut), _device.blocked(labels.astype(np.int32), 0, cut), strict=True)
+        function = _compiled_mixture_pass(keras.backend.backend())
+        beta = _device.tensor(scale)
+        per_block = [_device.numpy(function(_device.tensor(z), _device.tensor(y), beta)) for z, y in chunks]
+        per_row = np.concatenate(per_block).transpose(1, 0, 2).reshape(5, -1)[:, :n]
+    per_row = per_row.astype(np.float64)
+    return per_row[:3].sum(axis=1) / logits.size, per_row[3:]
+
+
+def _mixture_block(xp, z, labels, scale):
+    """Per row of `z [r, K]` (`xp`: `keras.ops` or `_device.HOST`): `sum q1^2, sum q1 q2, sum q2^2, q1[y], q2[y]`
+    as `[5, r]` float32, `q1` the softmax at the float32 `scale = 1 / T`, `q2` at 1."""
+    d = z - xp.max(z, axis=-1, keepdims=True)
+    scaled, plain = xp.exp(scale * d), xp.exp(d)
+    scaled, plain = scaled / xp.sum(scaled, axis=-1, keepdims=True), plain / xp.sum(plain, axis=-1, keepdims=True)
+    rows = labels[:, None]
+    values = (
+        xp.sum(scaled * scaled, axis=-1),
+        xp.sum(scaled * plain, axis=-1),
+        xp.sum(plain * plain, axis=-1),
+        xp.take_along_axis(scaled, rows, axis=-1)[:, 0],
+        xp.take_along_axis(plain, rows, axis=-1)[:, 0],
+    )
+    return xp.stack(values)
+
+
+def _mixture_pass(logits, labels, scale):
+    """`_mixture_block` over a chunk, a block at a time: `(logits [b, r, K], labels [b, r], scale)` -> `[b, 5, r]`."""
+    return ops.map(lambda block: _mixture_block(ops, *block, scale), (logits, labels))
 
 
 @functools.cache
-def _mixture_pass():
-    """The `tf.function` of `_mixture_sums`' one pass: per row `sum q1^2, sum q1 q2, sum q2^2, q1[y], q2[y]`."""
-    import tensorflow as tf
-
-    def per_row(logits, labels, beta, rows):
-        count = tf.shape(logits)[0]
-        arrays = [tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False) for _ in range(5)]
-
-        def block(index, start, *arrays):
-            z = logits[start : start + rows]
-            d = z - tf.reduce_max(z, axis=-1, keepdims=True)
-            scaled, plain = tf.nn.softmax(tf.cast(beta, tf.float32) * d), tf.nn.softmax(d)
-            y = labels[start : start + rows]
-            values = (
-                tf.reduce_sum(scaled * scaled, -1),
-                tf.reduce_sum(scaled * plain, -1),
-                tf.reduce_sum(plain * plain, -1),
-                tf.gather(scaled, y, batch_dims=1),
-                tf.gather(plain, y, batch_dims=1),
-            )
-            return (index + 1, start + rows, *(a.write(index, v) for a, v in zip(arrays, values, strict=True)))
-
-        _, _, *arrays = tf.while_loop(lambda index, start, *_: start < count, block, (0, 0, *arrays))
-        return tuple(a.concat() for a in arrays)
-
-    signature = (
-        tf.TensorSpec([None, None], tf.float32),
-        tf.TensorSpec([None], tf.int32),
-        tf.TensorSpec([], tf.float64),
-        tf.TensorSpec([], tf.int32),
-    )
-    return tf.function(per_row, input_signature=signature)
+def _compiled_mixture_pass(backend: str):
+    """`_mixture_pass` compiled by `backend`."""
+    return _device.compiled(_mixture_pass)

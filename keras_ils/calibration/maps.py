@@ -24,8 +24,8 @@ mean_i -log softmax(calibrated logits_i)[y_i]
 (the diagonal is free, so the identity map costs nothing). Vector scaling is
 unregularised, as in Guo et al. (2017). The objectives are convex; the fit is
 L-BFGS from the identity map, to a gradient of `tolerance`, its passes over the
-data in TensorFlow beyond small sizes (on the GPU when TensorFlow sees one,
-under any Keras backend; `keras_ils.calibration.solvers`). Kull et al. choose
+data in `keras.ops` beyond small sizes (on the Keras backend's device, the GPU
+when it has one; `keras_ils.calibration.solvers`). Kull et al. choose
 `off_diagonal_l2` and `intercept_l2` by cross-validation on the calibration
 set; given as they are (the defaults, `0.01` each, are a weak regularisation),
 they give this plain fit.

@@ -190,8 +190,8 @@ def fit_calibrator(
       `1 / T`, so that is the bounded optimum).
 
     The fit is a safeguarded Newton method on `log T` whose every step is
-    one pass over the logits, in TensorFlow (on the GPU when TensorFlow sees
-    one, under any Keras backend), float32 data with float64 sums over
+    one pass over the logits, in `keras.ops` (on the Keras backend's device,
+    the GPU when it has one), float32 data with float64 sums over
     examples; it finds the optimum to about 1e-7 relative. Whenever `T*`
     is not an interior optimum that the data pin down (status
     `"regularised"` or `"at_bound"`), or lies outside

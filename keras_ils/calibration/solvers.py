@@ -1,8 +1,8 @@
 """The optimisers of the affine calibration maps (`keras_ils.calibration.maps`): `minimise`, `newton`, `solve`.
 
 The objectives are convex: the validation mean NLL of the map (its passes
-over the data are `keras_ils.calibration._affine_passes.Passes`: TensorFlow
-beyond small sizes) plus a `Penalty` (ODIR, or the small-data prior centred
+over the data are `keras_ils.calibration._affine_passes.Passes`: `keras.ops`
+on the backend's device beyond small sizes) plus a `Penalty` (ODIR, or the small-data prior centred
 on temperature scaling's map), which is O(P) NumPy. `minimise` is L-BFGS;
 `newton` is Newton's method for the strictly convex prior objective, used
 by `solve` on problems whose Hessian is cheap (`n P^2 <= NEWTON_MAX_WORK`).

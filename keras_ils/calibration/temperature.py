@@ -2,7 +2,7 @@
 
 `fit_calibrator("temperature", logits, labels)` fits it (`_estimate` here);
 the arithmetic is `_temperature_solver`'s: a safeguarded Newton method on
-`log T` in TensorFlow, one pass over the logits per step. `fit_temperature`,
+`log T`, one pass over the logits per step (`keras.ops`, on the backend's device). `fit_temperature`,
 `estimate_temperature`, `fit_temperatures` and `TemperatureFit` are the
 deprecated names of earlier releases.
 """

@@ -83,7 +83,7 @@ class TestClasswiseMiscalibration:
         assert fit.prior_precision in PRIOR_PRECISIONS[1:]
 
 
-class TestTensorFlowPasses:
+class TestDevicePasses:
     @pytest.mark.parametrize(
         "method, float32",
         [("matrix", False), ("matrix", True), ("dirichlet", True)]
@@ -93,8 +93,11 @@ class TestTensorFlowPasses:
         ],
     )  # ~1-2 s each on 2 cores: the three maps share the passes (float32 covered by two, float64 by one)
     def test_fit_matches_scipy(self, monkeypatch, method, float32):
-        # the passes forced onto TensorFlow (and onto float32 features with float64 sums), an L-BFGS-sized problem
+        # the passes forced onto the backend's device (compiled keras.ops; float32 features with float64 sums too),
+        # in blocks of 300 rows on the CPU (the third padded with 100 rows of zeros)
         monkeypatch.setattr(_affine_passes, "NUMPY_MAX_WORK", 0)
+        monkeypatch.setattr(_affine_passes, "_CPU_BLOCK", 3000)
+        monkeypatch.setattr(_affine_passes, "_CPU_BLOCK_FULL", 3000)
         if float32:
             monkeypatch.setattr(_affine_passes, "FLOAT64_MAX_ENTRIES", 0)
         z, y, *_ = _classwise(2, 800, 10, test_n=10)
@@ -108,8 +111,10 @@ class TestTensorFlowPasses:
         got, expected = affine_map(method, _weights(layer), z), affine_map(method, want, z)
         got, expected = got - got.mean(axis=1, keepdims=True), expected - expected.mean(axis=1, keepdims=True)
         assert gap <= (1e-5 if float32 else 1e-9)
-        if not float32:  # float64 sums: the same map, up to the softmax's free shift
-            np.testing.assert_allclose(got, expected, atol=1e-4)
+        if not float32:  # float64 sums: the same map, up to the softmax's free shift and L-BFGS's stop; along
+            # Dirichlet's flattest direction the order of the sums over blocks moved the stop by 1.2e-4 in a logit
+            # (JAX, 300-row blocks) while the objectives agreed to 1e-11
+            np.testing.assert_allclose(got, expected, atol=2e-4)
         assert fit.objective == pytest.approx(objective(_weights(layer))[0], abs=1e-6 if float32 else 1e-10)
 
 

@@ -9,6 +9,7 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 
 from keras_ils.calibration import CalibratorFitWarning, EnsembleTemperatureScaling, fit_calibrator
+from keras_ils.calibration import _temperature_solver as solver
 from keras_ils.calibration.ensemble import simplex_least_squares
 
 
@@ -50,8 +51,11 @@ def test_weights_match_the_authors_code_at_their_temperature():
     assert value <= _scipy_weights(logits, labels, their_t)[1] + 1e-12
 
 
+@pytest.mark.parametrize("passes", ["host", "device"])
 @pytest.mark.parametrize("seed", range(6))
-def test_fit_is_temperature_scaling_then_the_mse_weights(seed):
+def test_fit_is_temperature_scaling_then_the_mse_weights(seed, passes, monkeypatch):
+    if passes == "device":  # the passes on the backend's device, in blocks of 16 rows (the last padded)
+        monkeypatch.setattr(solver, "CPU_CACHE", 64)
     logits, labels = _their_data(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CalibratorFitWarning)

@@ -14,6 +14,7 @@ from scipy.special import log_softmax
 import keras_ils
 from keras_ils import ILSLoss, TemperatureScaling, calibrate, teacher_targets
 from keras_ils.calibration import CalibratorFit, CalibratorFitWarning, TemperatureFitWarning, fit_calibrator
+from keras_ils.calibration import _temperature_solver as solver
 from keras_ils.calibration.temperature import _fit_temperatures, _temperature_fits
 
 
@@ -213,6 +214,49 @@ class TestFit:
     def test_bad_arguments(self, kwargs, name):
         with pytest.raises(ValueError, match=f"Invalid value for argument `{name}`"):
             fit_calibrator("temperature", np.zeros((2, 2)), [0, 1], **kwargs)
+
+
+@pytest.fixture
+def device_passes(monkeypatch):
+    """The temperature passes forced onto the backend's device (compiled `keras.ops`), in blocks of a few rows and
+    chunks of a few blocks: data of more than 64 entries leave the host's numpy pass."""
+    monkeypatch.setattr(solver, "CPU_CACHE", 64)
+    monkeypatch.setattr(solver, "_TRANSFER", 512)
+
+
+class TestDevicePasses:
+    def test_moments_are_the_nll_and_its_derivatives_in_beta(self, device_passes):
+        # 7 models x 151 rows x 3 classes: blocks of 3 rows, chunks of 8 blocks; the last chunk's 7 rows are 3
+        # blocks, 2 rows of padding
+        rng = np.random.default_rng(3)
+        labels = rng.integers(0, 3, (7, 151))
+        logits = (rng.normal(size=(7, 151, 3)) + 2 * np.eye(3)[labels]).astype(np.float32)
+        data = solver.Logits(logits, labels)
+        assert data.chunks is not None and len(data.chunks) == 7 and tuple(data.chunks[-1][0].shape[1:3]) == (3, 3)
+        u = np.log(np.linspace(0.3, 3.0, 7).astype(np.float32).astype(np.float64))
+        got = data.moments(u)
+        beta = np.exp(u)[:, None, None]
+        z = logits.astype(np.float64)
+        p = np.exp(log_softmax(beta * z, axis=-1))
+        true = np.take_along_axis(z, labels[..., None], axis=-1)[..., 0]
+        mean = (p * z).sum(-1)
+        nll = -np.take_along_axis(log_softmax(beta * z, axis=-1), labels[..., None], axis=-1)[..., 0].mean(-1)
+        np.testing.assert_allclose(got.nll, nll, rtol=1e-6)
+        np.testing.assert_allclose(got.slope, (mean - true).mean(-1), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got.curvature, (p * z**2).sum(-1).mean(-1) - (mean**2).mean(-1), rtol=1e-5)
+        assert not got.separated.any()
+
+    @pytest.mark.parametrize("estimator", ["mle", "map"])
+    def test_fits_match_scipy(self, device_passes, estimator):
+        labels, logits = _overconfident(np.random.default_rng(5), n=301, k=4, scale=3.0)
+        got = _fit_temperatures(logits[None], labels[None], estimator=estimator)[0]
+        args = (logits, labels) if estimator == "mle" else (logits, labels, 0.5)
+        assert got == pytest.approx(_scipy_optimum(_nll if estimator == "mle" else _map_objective, args), rel=RTOL)
+
+    def test_separated_logits_are_found(self, device_passes):
+        labels = np.arange(100) % 4
+        logits = 5.0 * np.eye(4)[labels]
+        assert _fit_temperatures(logits[None], labels[None], estimator="mle")[0] == 0.01
 
 
 class TestVectorised:
