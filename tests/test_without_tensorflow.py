@@ -3,10 +3,9 @@
 Under that setting `conftest.py` refuses `import tensorflow` for the whole run, as on a machine where TensorFlow is not
 installed (the accelerator machines the package is measured on hold JAX or torch only). `import keras_ils` and the
 losses, `ils_targets`/`teacher_targets`, the metrics, the calibration layers, `conformal`, `evaluation`, `plots` and
-the distillation losses must work there, on values checked against numpy. CI runs this file so (`.ci/run`); in any
-other run it is skipped. The post-hoc fits (`fit_calibrator`, `calibrate`) still run TensorFlow passes until their
-move to `keras.ops` lands (issue 37 item 4): `TestFits` expects them to fail until then (`xfail`, not strict: flip it
-to plain tests then).
+the distillation losses and the post-hoc fits (`fit_calibrator`, `calibrate`: their passes are `keras.ops`) must work
+there, on values checked against numpy. CI runs this file so (`.ci/run`); in any other run it is skipped
+(`tests/calibration/test_fits_without_tensorflow.py` checks every fit's values in a subprocess in every run).
 """
 
 import os
@@ -23,7 +22,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 K = 3
-FITS_NEED_TENSORFLOW = pytest.mark.xfail(strict=False, reason="fits move to keras.ops: issue 37 item 4")
 
 
 @pytest.fixture(scope="module")
@@ -213,24 +211,18 @@ def test_online_teacher_trains_and_refuses_bad_labels(data, tmp_path):
 
 
 class TestFits:
-    """`fit_calibrator` and `calibrate`: TensorFlow-free once issue 37 item 4 lands (then drop the xfail marks)."""
+    """`fit_calibrator` and `calibrate`, every method, with TensorFlow refused."""
 
-    @FITS_NEED_TENSORFLOW
-    @pytest.mark.parametrize("method", ["temperature", "vector", "matrix", "dirichlet", "ensemble_temperature"])
+    @pytest.mark.parametrize(
+        "method",
+        ["temperature", "vector", "matrix", "dirichlet", "ensemble_temperature", "histogram", "isotonic", "venn_abers"],
+    )
     def test_fit_calibrator(self, data, method):
         keras_ils = _keras_ils()
         x, labels, _, model = data
         layer = keras_ils.fit_calibrator(method, model.predict(x, verbose=0), labels)
         assert layer(model.predict(x, verbose=0)).shape == (len(x), K)
 
-    @pytest.mark.parametrize("method", ["histogram", "isotonic", "venn_abers"])
-    def test_fit_calibrator_in_numpy_already(self, data, method):
-        keras_ils = _keras_ils()
-        x, labels, _, model = data
-        layer = keras_ils.fit_calibrator(method, model.predict(x, verbose=0), labels)
-        assert layer(model.predict(x, verbose=0)).shape == (len(x), K)
-
-    @FITS_NEED_TENSORFLOW
     def test_calibrate(self, data):
         keras_ils = _keras_ils()
         x, labels, _, model = data
