@@ -29,13 +29,23 @@ import contextlib
 import functools
 import numbers
 import threading
+import warnings
+import weakref
 
 import keras
 import numpy as np
 from keras import ops
-from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+
+try:  # Keras has no public test for its symbolic build's scope; without it, torch's placeholder build reads as eager
+    from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+except ImportError:  # pragma: no cover - a Keras that moved it
+
+    def in_symbolic_scope() -> bool:
+        return False
+
 
 __all__ = [
+    "UncheckedLossWarning",
     "FRACTIONAL_LABELS",
     "LABELS_OUT_OF_RANGE",
     "NOT_ONE_HOT",
@@ -146,14 +156,59 @@ def report(kind: int, message: str, bad, detail) -> None:
         raise ValueError(f"{message} {detail()}")
 
 
+class UncheckedLossWarning(UserWarning):
+    """A package loss compiled into a model with no package metric: bad input in its steps can only make it NaN."""
+
+
+_UNCHECKED = (
+    "keras_ils: a loss of the package checks its inputs (labels in range and whole, teacher targets' one-hot half, "
+    "probabilities) "
+    "inside the compiled training step without waiting for the host, so bad input there makes the loss NaN but cannot "
+    "raise by itself, and this model has no keras_ils metric to raise it. Add `keras_ils.metrics.InputCheck()` (or "
+    "any keras_ils metric, e.g. `keras_ils.metrics.calibration_metrics(K)`) to `compile(metrics=...)`: bad input is "
+    "then a ValueError naming it at the end of the epoch. (A model that runs eagerly raises at once.)"
+)
+
+
+_LIVE_CHECKED_METRICS = weakref.WeakSet()  # every package metric that exists: what a TensorFlow trace can know
+
+
+def _warn_when_unchecked() -> None:
+    """Warns, on the backends whose steps are compiled by default, when a package loss's model has no package metric.
+
+    At a model's symbolic build (JAX, and TensorFlow under a strategy) Keras
+    builds its metrics before its loss, so the loss knows; a TensorFlow
+    `tf.function` traces the loss first, so there it warns only when no
+    package metric exists at all (never wrongly, sometimes not at all).
+    """
+    backend = keras.backend.backend()
+    if backend not in ("jax", "tensorflow"):
+        return
+    if in_symbolic_scope():
+        unchecked = not _local.__dict__.pop("checked_build", False)
+    else:
+        unchecked = backend == "tensorflow" and not _LIVE_CHECKED_METRICS
+    if unchecked:
+        warnings.warn(_UNCHECKED, UncheckedLossWarning, stacklevel=4)
+
+
 def poisons_bad_input(function):
     """Decorates a function of the package's inputs (a loss's per-example values, targets): its float outputs are NaN
-    when its checks fail in a compiled step (eager calls raise as always)."""
+    when its checks fail in a compiled step (eager calls raise as always).
+
+    Traced, a decorated function with checks that is not called inside another
+    one (a loss, not the targets it reads) warns `UncheckedLossWarning` when
+    its model has no package metric to raise what its steps count
+    (`_warn_when_unchecked`).
+    """
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
+        outermost = not _local.__dict__.get("stack")
         with collecting() as found:
             result = function(*args, **kwargs)
+        if outermost and found.counts:  # counts: the checks ran traced
+            _warn_when_unchecked()
         return found.poison(result)
 
     return wrapper
@@ -177,12 +232,15 @@ class CheckedMetric(keras.metrics.Metric):
             shape=(len(_UNITS),), initializer="zeros", dtype="float32", name="bad_input"
         )
         self._bad_input_messages = {}
+        _LIVE_CHECKED_METRICS.add(self)
 
     @contextlib.contextmanager
     def counting(self):
         """A block whose checks count into this metric's state (eager checks raise as always)."""
         with collecting() as found:
             yield found
+        if in_symbolic_scope():  # the model's symbolic build: its package loss, built next, has a metric to raise
+            _local.checked_build = True
         if found.counts:
             self._bad_input.assign_add(found.vector())
             self._bad_input_messages.update(found.messages)

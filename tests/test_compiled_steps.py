@@ -275,3 +275,32 @@ def test_input_check_serializes():
     metric = metrics.InputCheck(from_logits=False, name="checks")
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(metric))
     assert isinstance(restored, metrics.InputCheck) and restored.get_config() == metric.get_config()
+
+
+_UNCHECKED_PROBE = """
+import warnings
+import keras, numpy as np
+import keras_ils
+x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
+y = np.arange(32) % 3
+for metrics in (list, lambda: [keras_ils.metrics.InputCheck()]):  # no package metric before the first model's fit
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    model.compile("adam", keras_ils.ILSLoss(method="ls"), metrics=metrics())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(x, y, epochs=1, verbose=0)
+    print(sum(issubclass(w.category, keras_ils.losses.UncheckedLossWarning) for w in caught) > 0)
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_a_package_loss_without_a_package_metric_warns_that_it_cannot_raise(backend):
+    import os
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "KERAS_BACKEND": backend}
+    result = subprocess.run(
+        [sys.executable, "-c", _UNCHECKED_PROBE], capture_output=True, text=True, env=environment, timeout=300
+    )
+    assert result.stdout.split() == ["True", "False"], result.stderr[-2000:]

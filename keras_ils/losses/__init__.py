@@ -35,11 +35,14 @@ with a `ValueError`; inside a compiled step (Keras' JAX step, TensorFlow's,
 with or without XLA), where raising would make the device wait for the host,
 the batch's loss and gradients are NaN, and a package metric (or
 `keras_ils.metrics.InputCheck()`) raises the `ValueError` at the end of the
-epoch (`keras_ils._bad_input`). In a TensorFlow graph the output of a softmax
+epoch (`keras_ils._bad_input`); a model compiled with a package loss and no
+package metric warns so when its step is first traced
+(`UncheckedLossWarning`). In a TensorFlow graph the output of a softmax
 (a model ending in `activation="softmax"`) is a distribution by construction
 and is not checked.
 """
 
+from keras_ils._bad_input import UncheckedLossWarning
 from keras_ils.losses.focal import FocalLoss, focal_crossentropy
 from keras_ils.losses.forms import EpochState, FunctionalForm, functional_form
 from keras_ils.losses.ils import ILSLoss, ils_crossentropy
@@ -64,6 +67,7 @@ __all__ = [
     "OnlineLabelSmoothing",
     "OnlineLabelSmoothingCallback",
     "OnlineLabelSmoothingWarning",
+    "UncheckedLossWarning",
     "focal_crossentropy",
     "functional_form",
     "ils_crossentropy",
