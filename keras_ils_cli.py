@@ -39,6 +39,7 @@ EXAMPLES = """examples:
 RUN_METHODS = ("ls", "ils1", "ils2", "ils")  # run's default, the ILS family (config.DEFAULT_METHODS)
 TUNE_METHODS = ("ls", "ils")  # tune's default
 # the calibration registry's ids (keras_ils.calibration.METHODS, config.CALIBRATORS), and the short aliases run takes
+# (config.CALIBRATOR_ALIASES)
 CALIBRATOR_NAMES = (
     "temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature", "venn_abers"
 )  # fmt: skip

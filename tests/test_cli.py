@@ -363,7 +363,8 @@ def test_the_parsers_lists_are_the_main_jobs():
     from keras_ils.comparison.main_job import config
 
     assert cli.CALIBRATOR_NAMES == tuple(config.CALIBRATORS) == METHODS and cli.RUN_METHODS == config.DEFAULT_METHODS
-    assert set(cli.CALIBRATOR_ALIASES.values()) <= set(METHODS)
+    assert cli.CALIBRATOR_ALIASES == config.CALIBRATOR_ALIASES
+    assert set(config.CALIBRATOR_ALIASES.values()) <= set(METHODS)
     assert cli.build_parser().parse_args(["run"]).methods == config.DEFAULT_METHODS
     parse = cli.build_parser().parse_args
     assert parse(["run"]).calibrators == config.RunConfig().calibrators == ("temperature",)

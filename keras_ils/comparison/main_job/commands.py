@@ -169,8 +169,7 @@ def _columns(rows) -> list:
 def _calibrators_table() -> list:
     """The calibrators `run --calibrators` takes (`config.CALIBRATORS`), with their alias, rows' suffix and layer."""
     from keras_ils.calibration import LAYERS
-    from keras_ils.comparison.main_job.config import CALIBRATORS
-    from keras_ils_cli import CALIBRATOR_ALIASES
+    from keras_ils.comparison.main_job.config import CALIBRATOR_ALIASES, CALIBRATORS
 
     alias = {method: short for short, method in CALIBRATOR_ALIASES.items()}
     rows = [("calibrator", "alias", "rows", "layer")]

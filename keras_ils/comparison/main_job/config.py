@@ -21,6 +21,7 @@ from keras_ils.comparison.networks import CUSTOM_RECIPE
 
 __all__ = [
     "CALIBRATORS",
+    "CALIBRATOR_ALIASES",
     "CUSTOM_RECIPE",
     "DEFAULT_HYPERPARAMETERS",
     "DEFAULT_METHODS",
@@ -61,6 +62,9 @@ CALIBRATORS = {
     "ensemble_temperature": "Ensemble TS",
     "venn_abers": "Venn-Abers",
 }
+# the short names the command's `--calibrators` also takes (the API takes the ids alone); `keras_ils_cli` writes
+# them out again so that parsing imports no TensorFlow, and a test holds the two equal
+CALIBRATOR_ALIASES = {"ts": "temperature", "vs": "vector", "ms": "matrix", "dir": "dirichlet"}
 
 
 SEARCHES = ("budget", "full")  # run's KerasTuner search for models the vectorised engine cannot train
