@@ -73,8 +73,9 @@ _TEMPERATURE_FIT_HELP = (
 
 
 _CONFORMAL_HELP = (
-    "give every row split conformal prediction sets (LAC and APS) calibrated on the validation split, and report "
-    "their test coverage and mean set size at coverage 1 - ALPHA, e.g. 0.1 (default: none)"
+    "give every row split conformal prediction sets (LAC and APS) and report their test coverage and mean set size "
+    "at coverage 1 - ALPHA, e.g. 0.1 (default: none); they are calibrated on half of the validation split, held out "
+    "from every search, early stop and calibration"
 )
 
 

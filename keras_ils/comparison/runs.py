@@ -322,9 +322,13 @@ def compare(
         batch_size: replaces the training recipe's.
         num_classes: `K`; defaults to one more than the largest label.
         conformal: `alpha` in `(0, 1)`: every row also gets split conformal
-            prediction sets (LAC and APS) calibrated on the validation split,
-            and the table their test coverage and mean set size at `1 - alpha`
-            (`keras_ils.conformal`); AURC is always in it.
+            prediction sets (LAC and APS), and the table their test coverage
+            and mean set size at `1 - alpha` (`keras_ils.conformal`); AURC is
+            always in it. The sets are calibrated on half of the validation
+            split (stratified, seeded), held out before anything trains: the
+            searches, early stopping and calibrators get the other half, so
+            a larger `validation_split` keeps their share. An `alpha` below
+            `1 / (n + 1)` for those `n` examples is refused before training.
         output_dir: where the results go (replaced whole by a new comparison);
             defaults to a temporary directory.
         verbose: Keras `fit` verbosity.

@@ -38,6 +38,10 @@ class Splits(NamedTuple):
         class_names: the target's class names, class `i` being
             `class_names[i]` (a table's sorted distinct target values);
             `None` when the labels are class indices already.
+        calibration: validation examples held out from every selection and
+            fit, where the main job calibrates its conformal prediction sets
+            (`keras_ils.comparison.main_job.conformal_split`); `None` (what
+            the loaders return) when there are none.
     """
 
     train: tf.data.Dataset
@@ -50,6 +54,7 @@ class Splits(NamedTuple):
     preprocessing: dict | None = None  # {"mean": [...], "scale": [...]}: (stored - mean) / scale, per feature
     feature_space: keras.utils.FeatureSpace | None = None  # a table's raw columns -> the features
     class_names: tuple | None = None  # class i's name, e.g. a table's target value
+    calibration: tf.data.Dataset | None = None  # carved from validation for conformal sets, seen by nothing else
 
     @property
     def is_image(self) -> bool:

@@ -86,6 +86,7 @@ _RESULT_FILES = "results.json, results.csv, test_nll.npz, comparison.png, reliab
 def run(args) -> str:
     """`keras-ils run`: `keras_ils.compare`'s path (`comparison.run_seeds`) with the data and settings of the flags."""
     from keras_ils import comparison
+    from keras_ils.comparison.main_job.conformal_split import calibration_split
     from keras_ils.comparison.reporting import results as reporting_results
 
     if args.seeds > 1 and args.teacher_cache is not None:
@@ -104,6 +105,8 @@ def run(args) -> str:
     )
     seeds = comparison.seed_list(args.seeds, args.seed)
     first = _load(args, seeds[0])
+    if args.conformal is not None:  # an alpha too small for the calibration split fails before anything trains
+        first = calibration_split(first, args.conformal, seeds[0], argument="--conformal")
     output_dir = config.output_dir or _output_dir("", first, config)
     make_splits = lambda seed: first if seed == seeds[0] else _load(args, seed)  # noqa: E731
     found = comparison.run_seeds(make_splits, config, seeds, output_dir)

@@ -132,9 +132,11 @@ class RunConfig:
             `CALIBRATORS` ("+ VS", "+ Dir", "+ Isotonic", ...). Defaults
             to `("temperature",)`.
         conformal: `alpha`, in `(0, 1)`, to give every row split conformal
-            prediction sets (LAC and APS, `keras_ils.conformal`) calibrated
-            on the validation split at coverage `1 - alpha`, scored on the
-            test split (coverage, mean set size); `None` (default): none.
+            prediction sets (LAC and APS, `keras_ils.conformal`) at coverage
+            `1 - alpha`, scored on the test split (coverage, mean set size);
+            `None` (default): none. They are calibrated on half of the
+            validation split, carved before anything trains and seen by no
+            search, early stop or calibrator (`conformal_split`).
         directory: the KerasTuner searches' directory (resumable). Defaults
             to `None`: `OUTPUT_DIR/search`.
         log: a function taking each line of progress (e.g. `print`), or

@@ -27,6 +27,7 @@ from keras_ils.calibration import TemperatureScaling, calibrate
 from keras_ils.comparison import networks
 from keras_ils.comparison.engine import students, training
 from keras_ils.comparison.main_job.config import CALIBRATORS, RunConfig, default_hyperparameters
+from keras_ils.comparison.main_job.conformal_split import calibration_split
 
 __all__ = [
     "TRAINING_SETS",
@@ -54,7 +55,8 @@ class Setup:
     """What every model of one `run` or `tune` shares: the data, the completed config, the validation batches.
 
     Attributes:
-        splits: a `keras_ils.comparison.data.datasets.Splits`.
+        splits: a `keras_ils.comparison.data.datasets.Splits` (with `config.conformal`, its validation split
+            without the examples carved into `splits.calibration`).
         config: the `RunConfig` with `recipe`, `strategy`, `search_space` and
             `directory` filled in for these data.
         validation: the batched validation split: the early-stopping monitor
@@ -70,7 +72,10 @@ class Setup:
 
     @classmethod
     def make(cls, splits, config: RunConfig) -> Setup:
-        """Fills in the defaults: the paper's recipe for the model and data, the current strategy, the grids."""
+        """Fills in the defaults: the paper's recipe for the model and data, the current strategy, the grids; with
+        `config.conformal`, carves the prediction sets' calibration split from validation (`conformal_split`)."""
+        if config.conformal is not None:
+            splits = calibration_split(splits, config.conformal, config.seed)
         search_space = config.search_space or ("synthetic" if splits.name == "synthetic" else "paper")
         directory = config.directory
         if directory is None and config.output_dir is not None:
@@ -112,6 +117,8 @@ class Setup:
             "temperature_estimator": teacher_fit.estimator,
             "validation_examples": teacher_fit.num_examples,
         }
+        if self.splits.calibration is not None:  # held out from validation for the prediction sets
+            teacher["calibration_examples"] = int(self.splits.calibration.cardinality())
         return {**head, **teacher, **settings, "recipe": recipe}
 
 

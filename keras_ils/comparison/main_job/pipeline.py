@@ -225,7 +225,7 @@ def tune(splits, config: RunConfig) -> dict:
     }
     progress = Progress(1 + sum(planned.values()), config.verbose)
     with staged_directory(config.output_dir, RESULT_FILES) as staging:
-        report = Report(splits, staging, progress, config.conformal)
+        report = Report(setup.splits, staging, progress, config.conformal)
         teacher_scaled, teacher_fit = keras_path.teacher_stage(setup, report, saved_at=teacher_path)
         for method in config.methods:
             fits = [progress.fits(methods.get(method).name, planned[method])]
