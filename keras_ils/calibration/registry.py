@@ -9,7 +9,7 @@
 | `"histogram"`            | `HistogramBinning`           | equal-mass bins' class frequencies  | `num_bins`       |
 | `"isotonic"`             | `IsotonicCalibration`        | pool adjacent violators, per class  | -                |
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | temperature, then simplex weights   | temperature fit  |
-| `"venn_abers"`           | `VennAbersCalibration`       | inductive Venn-Abers, per class     | -                |
+| `"venn_abers"`           | `VennAbersCalibration`       | inductive Venn-Abers, top label     | -                |
 
 (temperature fit: `estimator`, `prior_scale`, `bounds`; L-BFGS: `max_iterations`,
 `tolerance`, `prior_precision` (the affine maps' prior, `small_data`); ODIR:
@@ -212,8 +212,9 @@ def fit_calibrator(
     ODIR's weights or `prior_precision=0` give the plain fit. The
     one-vs-rest methods choose their bins from the data and keep every
     probability off 0; Venn-Abers (`"venn_abers"`) merges two isotonic fits
-    per class, strictly inside (0, 1). A fit that rests on too few examples
-    warns.
+    of the top label's probability, strictly inside (0, 1), and shares the
+    rest among the other classes in the model's proportions. A fit that
+    rests on too few examples warns.
 
     Args:
         method: one of `METHODS`; see the module's table.
