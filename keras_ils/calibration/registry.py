@@ -42,10 +42,11 @@ Method = Literal[
 def _fit_temperature(
     outputs, labels, *, from_logits=True, estimator="map", prior_scale=DEFAULT_PRIOR_SCALE, bounds=None
 ):
-    """`(TemperatureScaling(T*), CalibratorFit)`; probabilities are read as `log p`."""
-    logits, labels = temperature._checked(outputs, labels, name="outputs")
+    """`(TemperatureScaling(T*), CalibratorFit)`; probabilities are read as `log p`, unclipped
+    (`_outputs.log_probabilities`): a softmax model gets its logit twin's `T*`."""
     if not from_logits:
-        logits = np.log(np.clip(logits, keras.config.epsilon(), 1.0))
+        outputs = _outputs.log_probabilities(temperature._numpy(outputs))
+    logits, labels = temperature._checked(outputs, labels, name="outputs")
     fit = temperature._fit(logits, labels, estimator, prior_scale, bounds)
     layer = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
     layer.build((None, logits.shape[-1]))
