@@ -332,7 +332,8 @@ def compare(
         output_dir: where the results go (replaced whole by a new comparison);
             defaults to a temporary directory.
         verbose: Keras `fit` verbosity.
-        log: takes each progress line (`None`: silent).
+        log: takes each progress line, beside which Keras' progress bars
+            are drawn on stdout (`None`: silent, no bars either).
 
     Returns:
         A `Comparison`.
@@ -347,6 +348,7 @@ def compare(
     from keras_ils import calibration
     from keras_ils import methods as registry
     from keras_ils.comparison.main_job.config import RunConfig
+    from keras_ils.comparison.main_job.progress import silent
 
     chosen_methods = registry.ids(selectable=True) if methods == "all" else tuple(methods)
     chosen_calibrators = calibration.METHODS if calibrators == "all" else tuple(calibrators)
@@ -363,7 +365,7 @@ def compare(
         epochs=epochs,
         batch_size=batch_size,
         verbose=verbose,
-        log=log or (lambda line: None),
+        log=log or silent,
     )
     make_splits = _splits_maker(x, y, target, validation_split, test_split, num_classes)
     directory = output_dir or tempfile.mkdtemp(prefix="keras_ils_compare_")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_ils import _warnings
 from keras_ils._checks import number_in
 
 DEFAULT_VALIDATION_FRACTION = 0.2
@@ -383,13 +383,12 @@ temperature T* and the model selection need every class in both splits. More dat
             )
     few = np.flatnonzero(validation_counts < MIN_VALIDATION_PER_CLASS)
     if len(few):
-        warnings.warn(
+        _warnings.warn(
             f"{source}: the validation split has fewer than {MIN_VALIDATION_PER_CLASS} examples of "
             f"{_class_list(validation_counts, few, class_names=class_names)}. The teacher's temperature T*, each "
             "model's best epoch and the hyperparameter choice rest on that many examples of those classes, so expect "
             f"noisy calibration for them. {advice}",
             SmallValidationWarning,
-            stacklevel=3,
         )
 
 

@@ -21,7 +21,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from keras_ils import baselines, data, methods
+from keras_ils import _warnings, baselines, data, methods
 from keras_ils import metrics as _metrics
 from keras_ils.calibration import TemperatureScaling, calibrate
 from keras_ils.comparison import networks
@@ -287,7 +287,8 @@ def fit_network(setup: Setup, loss, train_set, callbacks=()):
 
 @contextlib.contextmanager
 def warnings_of(row: str):
-    """Re-issues the package's warnings raised inside (a temperature or calibrator fit's) prefixed by `row`.
+    """Re-issues the package's warnings raised inside (a temperature or calibrator fit's) prefixed by `row`, and
+    every warning raised inside in the name of the user's call (`keras_ils._warnings.warn`).
 
     Example:
 
@@ -307,7 +308,7 @@ def warnings_of(row: str):
         if warning.category.__module__.startswith("keras_ils"):
             message = warning.category(f"{row}: {message}")
             message.row = row  # so that the command line can tell a row's warning from another row's of its kind
-        warnings.warn_explicit(message, warning.category, warning.filename, warning.lineno)
+        _warnings.warn(message, warning.category)  # in the name of the user's call, not of a line of the package
 
 
 def calibrated(model, setup: Setup, row: str | None = None):

@@ -228,7 +228,7 @@ def tune(splits, config: RunConfig) -> dict:
         report = Report(setup.splits, staging, progress, config.conformal)
         teacher_scaled, teacher_fit = keras_path.teacher_stage(setup, report, saved_at=teacher_path)
         for method in config.methods:
-            fits = [progress.fits(methods.get(method).name, planned[method])]
+            fits = [progress.fits(methods.get(method).name, planned[method], "trial")]
             tuner = keras_path.search(spec, method, *_search_of(setup, method, teacher_scaled), fits)
             progress.stage_done()
             best_trial = tuner.oracle.get_best_trials(1)[0]
