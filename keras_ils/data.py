@@ -210,7 +210,12 @@ def predict_with_labels(
         if len(data) != 2:
             raise ValueError("Argument `data` must be (x, y) or a dataset of (x, y) batches.")
         x, y = data
-        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), _numpy(y)
+        size = len(keras.tree.flatten(x)[0])
+        rows = [slice(start, start + batch_size) for start in range(0, size, batch_size)]
+        outputs = [_called(model, keras.tree.map_structure(lambda a, r=r: a[r], x)) for r in rows]
+        if not outputs:
+            raise ValueError("Argument `data` is empty.")
+        return np.concatenate(outputs), _numpy(y)
     if isinstance(data, tf.data.Dataset):
         data = as_pairs(data)
         if len(data.element_spec[1].shape) == 0:
@@ -230,11 +235,17 @@ def predict_with_labels(
                 "Argument `data` must yield (x, y) or (x, y, sample_weight) batches. "
                 f"Received: a batch of type {type(batch).__name__}"
             )
-        outputs.append(np.asarray(model.predict_on_batch(batch[0])))
+        outputs.append(_called(model, batch[0]))
         ys.append(_numpy(batch[1]))
     if not outputs:
         raise ValueError("Argument `data` is empty.")
     return np.concatenate(outputs), np.concatenate(ys)
+
+
+def _called(model, x) -> np.ndarray:
+    """`model`'s outputs on one batch, as numpy, by an eager call (`training=False`): no `tf.function` is traced
+    per model, so a loop over many models (the main job scores dozens) neither retraces nor warns that it does."""
+    return np.asarray(ops.convert_to_numpy(model(x, training=False)))
 
 
 def _numpy(values) -> np.ndarray:

@@ -40,7 +40,6 @@ from keras import ops
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least
 from keras_ils.calibration._float32 import float32_by_default, known_classes, to_compute_dtype
-from keras_ils.calibration.one_vs_rest import count_below
 from keras_ils.calibration.reports import CalibratorFit, message, rare_classes
 
 __all__ = ["VennAbersCalibration", "fit_venn_abers", "venn_abers_tables"]
@@ -124,10 +123,10 @@ class VennAbersCalibration(keras.layers.Layer):
         return self._interval(ops.max(probabilities, axis=-1, keepdims=True))
 
     def _interval(self, top):
-        table = ops.cast(self.scores, top.dtype)[None]
-        at_or_below = self.num_points - count_below(ops.flip(-table, axis=-1), -top)
-        lower = ops.take(ops.cast(self.lower, top.dtype), at_or_below)
-        return lower, ops.take(ops.cast(self.upper, top.dtype), count_below(table, top))
+        table, flat = ops.cast(self.scores, top.dtype), ops.reshape(top, (-1,))
+        at_or_below, below = (ops.reshape(ops.searchsorted(table, flat, side=side), ops.shape(top)) for side in
+                              ("right", "left"))  # fmt: skip
+        return ops.take(ops.cast(self.lower, top.dtype), at_or_below), ops.take(ops.cast(self.upper, top.dtype), below)
 
     def call(self, inputs):
         log_p = _log_probabilities(to_compute_dtype(self, inputs), self.from_logits)
