@@ -57,6 +57,7 @@ def search_settings(setup: Setup, searched) -> students.SearchSettings:
         hidden_layers=hidden_layers,
         units=units,
         pool_size=students.POOL_SIZE,
+        weight_decay=recipe.weight_decay or 0.0,
     )
     return students.SearchSettings(
         methods=tuple(searched),

@@ -124,9 +124,9 @@ class Setup:
 
 def uses_engine(setup: Setup) -> bool:
     """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP (`mlp`, `mlp-D-W`) on
-    vectors by the Adam MLP recipe, under the TensorFlow backend (the engine's epochs are `tf.function`s). The
-    engine runs on one device (TensorFlow's default, a GPU when there is one), whatever the strategy is: its
-    models are small and many, not large."""
+    vectors by an Adam MLP recipe (its coupled weight decay too), under the TensorFlow backend (the engine's
+    epochs are `tf.function`s). The engine runs on one device (TensorFlow's default, a GPU when there is one),
+    whatever the strategy is: its models are small and many, not large."""
     recipe = setup.config.recipe
     return (
         setup.config.build_model is None
@@ -134,7 +134,6 @@ def uses_engine(setup: Setup) -> bool:
         and networks.mlp_shape(setup.config.model_name) is not None
         and len(setup.splits.input_shape) == 1
         and recipe.optimizer == "adam"
-        and not recipe.weight_decay
         and not recipe.decay_at
         and recipe.patience is not None
     )
