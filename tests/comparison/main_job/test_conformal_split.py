@@ -81,28 +81,30 @@ def test_the_command_refuses_it_naming_its_flag(tmp_path, capsys):
 
 
 def _coverages(seeds, **settings):
-    """`({row: [LAC coverage per seed]}, n)`: tuned compare runs on fresh splits of one population, `n` the
-    calibration examples of each."""
+    """`({row: [LAC coverage per seed]}, n)`: compare runs with ILS tuned over its 125 candidates, on fresh splits of
+    one population, `n` the calibration examples of each."""
     x, y = _blobs(600, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        found = keras_ils.compare(x, y, methods=["ls"], seeds=seeds, log=None, validation_split=0.4, test_split=0.3,
-                                  **settings)  # fmt: skip
+        found = keras_ils.compare(x, y, methods=["ils"], seeds=seeds, log=None, test_split=0.3, **settings)
     rows = {name: [run["rows"][i]["conformal"]["lac"]["coverage"] for run in found.runs] for i, name in
             enumerate(found.rows)}  # fmt: skip
     return rows, found.runs[0]["calibration_examples"]
 
 
-@pytest.mark.slow  # 24 tuned comparisons (3 CPU-minutes, 20 minutes on the shared 2 cores); the cheap twins: the above,
-# test_build_model's, which recompute each LAC threshold from the carved examples alone
+@pytest.mark.slow  # 24 comparisons tuning ILS (35 minutes at a load of 8 on the shared 2 cores); the cheap twins:
+# the tests above and test_build_model's, which recompute each LAC threshold from the carved examples alone
 def test_the_mean_coverage_of_tuned_models_is_within_the_guarantee():
     """Split conformal's coverage, averaged over calibration and test draws, lies in `[1 - alpha, 1 - alpha +
-    1 / (n + 1)]` (Vovk et al. 2005; Angelopoulos & Bates 2021, Theorem D.1), whatever the model, when the calibration
-    examples are exchangeable with the test examples. Every network here is tuned, early-stopped and calibrated on
-    validation; the sets are calibrated on the carved half. The mean over 24 seeds is checked to 3 standard errors."""
+    1 / (n + 1)]` (Vovk et al. 2005; Angelopoulos & Bates 2021) when the calibration examples are exchangeable with
+    the test examples. Every network here is early-stopped on validation, ILS picks one of 125 candidates there, and
+    temperature scaling fits its T there; the sets are calibrated on the carved half. The mean over 24 seeds is
+    checked to 3 standard errors: 0.895-0.905 (SE 0.010-0.011) for the four rows at n = 42. Calibrated on the whole
+    validation split that selected (n = 84), as before, the same runs gave 0.877, 0.876, 0.868 and 0.866 (SE 0.009-
+    0.012), the tuned rows 3 SE under 0.9."""
     alpha = 0.1
     rows, n = _coverages(24, conformal=alpha)
-    assert n == 84  # half of 0.4 * 420
+    assert n == 42  # half of the 84 validation examples (0.2 of the 420 left after the test split)
     for name, values in rows.items():
         mean, error = np.mean(values), np.std(values, ddof=1) / np.sqrt(len(values))
         assert 1 - alpha - 3 * error <= mean <= 1 - alpha + 1 / (n + 1) + 3 * error, (name, mean, error)
