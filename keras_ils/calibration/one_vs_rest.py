@@ -266,12 +266,13 @@ def count_below(table, x):
     num_classes, width = table.shape
     if not width:
         return ops.zeros_like(x, dtype="int32")
+    x = ops.convert_to_tensor(x)
     low = ops.zeros_like(x, dtype="int32")
     high = ops.full(ops.shape(x), width, dtype="int32")
     for _ in range(int(np.ceil(np.log2(width + 1)))):
         middle = (low + high) // 2
-        below = gather_per_class(table, ops.minimum(middle, width - 1)) < x
-        active = low < high
-        low = ops.where(active & below, middle + 1, low)
-        high = ops.where(active & ~below, middle, high)
+        below = ops.less(gather_per_class(table, ops.minimum(middle, width - 1)), x)
+        active = ops.less(low, high)
+        low = ops.where(ops.logical_and(active, below), middle + 1, low)
+        high = ops.where(ops.logical_and(active, ops.logical_not(below)), middle, high)
     return low
