@@ -244,7 +244,7 @@ class TestVectorPath:
         assert printed.err.splitlines()[-1].startswith("keras-ils: interrupted; no table written")
         assert "mlp-2-8 / a seed 0 · BS_Soft: 1 model\n" in printed.err
         assert re.search(r"^mlp-2-8 / a seed 0 · Beta: 1 model, about \d+:\d\d left in all$", printed.err, re.M)
-        assert "mlp-2-8 / a seed 0 · scoring the table's rows: 12 rows\n" in printed.err and printed.out == ""
+        assert "mlp-2-8 / a seed 0 · scoring the table's rows: 18 rows\n" in printed.err and printed.out == ""
         first = out / "runs" / "a" / "mlp-2-8" / "seed0" / "results.json"
         assert trained == ["a.npz", "b.npz"] and first.exists()
         assert not (out / "runs" / "b").exists() and not (out / "table3.md").exists()
