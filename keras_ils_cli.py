@@ -38,7 +38,7 @@ EXAMPLES = """examples:
 # and keras_ils_experiments.synthetic_protocol. The methods are checked against the registry after parsing.
 RUN_METHODS = ("ls", "ils1", "ils2", "ils")  # run's default, the ILS family (config.DEFAULT_METHODS)
 TUNE_METHODS = ("ls", "ils")  # tune's default
-# the calibration registry's ids (keras_ils.calibration.METHODS, config.CALIBRATORS), and the short aliases run takes
+# the calibration registry's ids (keras_ils.calibration.METHODS, config.CALIBRATORS), its aliases (CALIBRATOR_ALIASES)
 CALIBRATOR_NAMES = (
     "temperature", "vector", "matrix", "dirichlet", "histogram", "isotonic", "ensemble_temperature", "venn_abers"
 )  # fmt: skip
@@ -72,8 +72,8 @@ _TEMPERATURE_FIT_HELP = (
 
 
 _CONFORMAL_HELP = (
-    "give every row split conformal prediction sets (LAC and APS) calibrated on the validation split, and report "
-    "their test coverage and mean set size at coverage 1 - ALPHA, e.g. 0.1 (default: none)"
+    "give every row split conformal prediction sets (LAC and APS), calibrated on half of the validation split held "
+    "out from every fit, and report their test coverage and mean size at coverage 1 - ALPHA, e.g. 0.1 (default: none)"
 )
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "LABELS_OUT_OF_RANGE",
     "NOT_ONE_HOT",
     "NOT_PROBABILITIES",
+    "NOT_SET_MASKS",
     "CheckedMetric",
     "Found",
     "collecting",
@@ -59,8 +60,8 @@ __all__ = [
 ]
 
 # What a compiled step counts, one slot each in a metric's state, with what it counts.
-FRACTIONAL_LABELS, LABELS_OUT_OF_RANGE, NOT_ONE_HOT, NOT_PROBABILITIES = range(4)
-_UNITS = ("labels", "labels", "rows", "rows")
+FRACTIONAL_LABELS, LABELS_OUT_OF_RANGE, NOT_ONE_HOT, NOT_PROBABILITIES, NOT_SET_MASKS = range(5)
+_UNITS = ("labels", "labels", "rows", "rows", "rows")
 
 _local = threading.local()
 
@@ -103,7 +104,7 @@ class Found:
         self.messages[kind] = message
 
     def vector(self):
-        """The counts as one float32 `[4]` tensor, a slot per kind."""
+        """The counts as one float32 tensor, a slot per kind."""
         zero = ops.zeros((), "float32")
         return ops.stack([self.counts.get(kind, zero) for kind in range(len(_UNITS))])
 
@@ -218,8 +219,8 @@ class CheckedMetric(keras.metrics.Metric):
     """A metric that checks its inputs: what its steps count is in its state, and `result()` raises it on the host.
 
     Subclasses read their inputs inside `self.counting()` and compute their
-    value in `_result()`. The count lives in a `[4]` variable (a slot per
-    kind), so it is summed over replicas, zeroed by `reset_state` with the
+    value in `_result()`. The count lives in a variable with a slot per
+    kind, so it is summed over replicas, zeroed by `reset_state` with the
     rest of the state, and carried through Keras' JAX steps like any metric
     variable. Inside a compiled step `result()` is NaN while anything was
     counted; on the host (where Keras reads it at the end of every epoch and

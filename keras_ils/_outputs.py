@@ -28,7 +28,7 @@ import numpy as np
 
 from keras_ils._labels import PROBABILITY_TOLERANCE
 
-__all__ = ["check_outputs_kind", "is_distribution", "model_ends_in_softmax", "model_from_logits"]
+__all__ = ["check_outputs_kind", "is_distribution", "log_probabilities", "model_ends_in_softmax", "model_from_logits"]
 
 
 def is_distribution(outputs) -> bool:
@@ -44,6 +44,25 @@ def is_distribution(outputs) -> bool:
         return False
     in_range = outputs.min() >= -PROBABILITY_TOLERANCE and outputs.max() <= 1 + PROBABILITY_TOLERANCE
     return bool(in_range and np.abs(outputs.sum(axis=-1, dtype=np.float64) - 1).max() <= PROBABILITY_TOLERANCE)
+
+
+def log_probabilities(probabilities) -> np.ndarray:
+    """`log p` of probabilities, which a fit reads as logits (the logits up to a shift per row), nothing clipped.
+
+    Only 0 is floored: at the smallest normal number of the array's dtype
+    (float32 at least: 1.2e-38, `log` -87.3), where a float32 softmax
+    underflows. A floor at `keras.config.epsilon()` (1e-7) would cut every
+    logit gap above 16 nats, which a confident softmax model has, and the
+    map fitted on the cut values would not be its logit twin's.
+
+    Example:
+
+    >>> log_probabilities(np.array([[1.0, 1e-20, 0.0]], "float32")).round(1).tolist()
+    [[0.0, -46.1, -87.3]]
+    """
+    probabilities = np.asarray(probabilities)
+    tiny = np.finfo(np.result_type(probabilities.dtype, np.float32)).tiny
+    return np.log(np.clip(probabilities, tiny, 1.0))
 
 
 def check_outputs_kind(outputs, from_logits: bool, name: str = "outputs") -> None:

@@ -23,7 +23,7 @@ def predict_with_labels(model: keras.Model, data, batch_size: int = 256) -> tupl
 
     Works on every Keras backend. `data` is one of:
 
-    - a tuple (or list) `(x, y)` of arrays (`model.predict` batches `x`);
+    - a tuple (or list) `(x, y)` of arrays (batched by `batch_size`);
     - a `tf.data.Dataset` of `(x, y)` pairs or tfds dicts, batched or not
       (read as numpy, so JAX and torch models read it too);
     - a `keras.utils.PyDataset` or any other finite iterable of `(x, y)`
@@ -49,7 +49,12 @@ def predict_with_labels(model: keras.Model, data, batch_size: int = 256) -> tupl
         if len(data) != 2:
             raise ValueError("Argument `data` must be (x, y) or a dataset of (x, y) batches.")
         x, y = data
-        return np.asarray(model.predict(x, batch_size=batch_size, verbose=0)), _numpy(y)
+        size = len(keras.tree.flatten(x)[0])
+        rows = [slice(start, start + batch_size) for start in range(0, size, batch_size)]
+        outputs = [_called(model, keras.tree.map_structure(lambda a, r=r: a[r], x)) for r in rows]
+        if not outputs:
+            raise ValueError("Argument `data` is empty.")
+        return np.concatenate(outputs), _numpy(y)
     tf = sys.modules.get("tensorflow")  # a tf.data.Dataset exists only where TensorFlow was imported
     if tf is not None and isinstance(data, tf.data.Dataset):
         from keras_ils.data import as_pairs
@@ -72,11 +77,17 @@ def predict_with_labels(model: keras.Model, data, batch_size: int = 256) -> tupl
                 "Argument `data` must yield (x, y) or (x, y, sample_weight) batches. "
                 f"Received: a batch of type {type(batch).__name__}"
             )
-        outputs.append(np.asarray(model.predict_on_batch(batch[0])))
+        outputs.append(_called(model, batch[0]))
         ys.append(_numpy(batch[1]))
     if not outputs:
         raise ValueError("Argument `data` is empty.")
     return np.concatenate(outputs), np.concatenate(ys)
+
+
+def _called(model, x) -> np.ndarray:
+    """`model`'s outputs on one batch, as numpy, by an eager call (`training=False`): no `tf.function` is traced
+    per model, so a loop over many models (the main job scores dozens) neither retraces nor warns that it does."""
+    return np.asarray(ops.convert_to_numpy(model(x, training=False)))
 
 
 def _numpy(values) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The library and the paper's machinery are two packages: `keras_ils` never imports `keras_ils_experiments`.
+"""The library and the paper's machinery are two packages: `keras_ils` never imports `keras_ils_experiments`, nor
+the command line beside it (`keras_ils_cli`, which imports the library).
 
 `keras_ils_experiments` is built on the library and registers its networks and datasets with it on import
 (`keras_ils.comparison.networks.register`, `keras_ils.comparison.data.datasets.register_source`).
@@ -30,6 +31,14 @@ def _imported_modules(path):
 @pytest.mark.parametrize("path", LIBRARY_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_library_module_does_not_import_the_experiments(path):
     imported = [name for name in _imported_modules(path) if name.startswith("keras_ils_experiments")]
+    assert not imported, f"{path.name} imports {imported}"
+
+
+@pytest.mark.parametrize("path", LIBRARY_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_library_module_does_not_import_the_command_line(path):
+    """The command imports the library once its arguments are parsed; the library never imports the command (any
+    import statement, a function's lazy one too)."""
+    imported = [name for name in _imported_modules(path) if name.split(".")[0] == "keras_ils_cli"]
     assert not imported, f"{path.name} imports {imported}"
 
 

@@ -42,13 +42,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::keras_ils.losses.OnlineLabelSmo
 
 
 def _every_metric(from_logits):
-    return [
+    """The package's metrics for the model's two outputs: its scores, and prediction sets made from them."""
+    scores = [
         metrics.InputCheck(from_logits=from_logits),
         *metrics.calibration_metrics(K, from_logits=from_logits),
         metrics.ClassConditionalECE(K, from_logits=from_logits),
-        conformal.SetCoverage(),
-        conformal.SizeStratifiedCoverage(K),
     ]
+    sets = [conformal.SetCoverage(), conformal.SizeStratifiedCoverage(K), conformal.ClassConditionalCoverage(K)]
+    return {"scores": scores, "sets": sets}
 
 
 class _Probabilities(keras.layers.Layer):
@@ -58,18 +59,28 @@ class _Probabilities(keras.layers.Layer):
         return keras.ops.exp(keras.ops.log_softmax(z, axis=-1))
 
 
+class _Masks(keras.layers.Layer):
+    """0/1 prediction sets from scores (a set metric's input), with no gradient."""
+
+    def call(self, z):
+        return keras.ops.stop_gradient(keras.ops.cast(z > 0.5 * keras.ops.max(z, axis=-1, keepdims=True), z.dtype))
+
+
 def _compiled(name, y_width=None):
     """A model compiled with loss `name` and every package metric, built by one step; `(model, x, y)`."""
     rng = np.random.default_rng(0)
     from_logits = name != "ils_probabilities"
-    head = [] if from_logits else [_Probabilities()]
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(K), *head])
-    model.compile(optimizer="sgd", loss=LOSSES[name](), metrics=_every_metric(from_logits))
+    inputs = keras.Input((4,))
+    scores = keras.layers.Dense(K)(inputs)
+    outputs = {"scores": scores if from_logits else _Probabilities()(scores), "sets": _Masks()(scores)}
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer="sgd", loss={"scores": LOSSES[name]()}, metrics=_every_metric(from_logits))
     x = rng.normal(size=(8, 4)).astype("float32")
     labels = rng.integers(0, K, 8)
     y = keras.ops.convert_to_numpy(keras_ils.teacher_targets(labels, rng.normal(size=(8, K)))) if y_width else labels
-    model.fit(x, y.astype("float32"), epochs=1, verbose=0)
-    return model, x, y.astype("float32")
+    y = {"scores": y.astype("float32"), "sets": labels.astype("float32")}
+    model.fit(x, y, epochs=1, verbose=0)
+    return model, x, y
 
 
 def _primitives(jaxpr, found):
@@ -147,7 +158,7 @@ class TestTensorFlowSteps:
         import tensorflow as tf
 
         model, x, y = _compiled(name)
-        data = (tf.constant(x), tf.constant(y))
+        data = (tf.constant(x), {key: tf.constant(value) for key, value in y.items()})
         for function in (model.train_step, model.test_step):
             found = _tensorflow_op_types(function, data)
             assert not found & FORBIDDEN_OPS, sorted(found & FORBIDDEN_OPS)

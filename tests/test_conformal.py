@@ -586,6 +586,18 @@ class TestScores:
         with pytest.raises(ValueError, match="Invalid value for argument `num_classes`"):
             ClassConditionalCoverage(1)
 
+    @pytest.mark.parametrize("metric", [SetCoverage, MeanSetSize, SizeStratifiedCoverage, ClassConditionalCoverage])
+    def test_scores_given_to_a_set_metric_are_refused(self, metric):
+        """Logits are not sets: refused at once when eager, at the end of the epoch in a compiled `fit`."""
+        made = lambda: metric(3) if metric in (SizeStratifiedCoverage, ClassConditionalCoverage) else metric()  # noqa: E731
+        with pytest.raises(ValueError, match=r"expects 0/1 masks.*Received: values in \[0, 5\]"):
+            made().update_state([0, 1], [[0.3, 2.0, 5.0], [1, 0, 0]])
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        model.compile("sgd", "sparse_categorical_crossentropy", metrics=[made()])
+        x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32") * 10
+        with pytest.raises(ValueError, match="expects 0/1 masks"):
+            model.fit(x, np.arange(16) % 3, epochs=1, verbose=0)
+
 
 def test_quiet(rng):
     logits, labels = _outputs(rng, 100)

@@ -250,13 +250,29 @@ def gather_per_class(table, index):
 def count_below(table, x):
     """`#{m : table[j, m] < x[..., j]}` for every class `j`, int32: `table [K, M]` with non-decreasing rows.
 
-    One `searchsorted` per class, vectorised over the classes
-    (`ops.vectorized_map`), so the work is `O(N K log M)` and the memory
-    `O(N K)` for `N` rows, never `[..., K, M]`.
+    A bisection of every class's row at once: `ceil(log2(M + 1))` steps,
+    each one `gather_per_class`, so the work is `O(N K log M)` and the
+    memory `O(N K)` for `N` rows, never `[..., K, M]`. Plain ops, unrolled
+    over a count fixed by the table's shape: no function is traced per call
+    (`ops.vectorized_map` traced one each time an eager caller scored a
+    batch, and TensorFlow warned of the retracing).
+
+    Example:
+
+    >>> table = np.array([[0.1, 0.5, 0.9], [0.2, 0.2, 0.7]])
+    >>> keras.ops.convert_to_numpy(count_below(table, np.array([[0.5, 0.3], [1.0, 0.2]]))).tolist()
+    [[1, 2], [3, 0]]
     """
     num_classes, width = table.shape
     if not width:
         return ops.zeros_like(x, dtype="int32")
-    rows = ops.transpose(ops.reshape(x, (-1, num_classes)))  # [K, N]
-    counts = ops.vectorized_map(lambda pair: ops.searchsorted(pair[0], pair[1], side="left"), (table, rows))
-    return ops.reshape(ops.transpose(ops.cast(counts, "int32")), ops.shape(x))
+    x = ops.convert_to_tensor(x)
+    low = ops.zeros_like(x, dtype="int32")
+    high = ops.full(ops.shape(x), width, dtype="int32")
+    for _ in range(int(np.ceil(np.log2(width + 1)))):
+        middle = (low + high) // 2
+        below = ops.less(gather_per_class(table, ops.minimum(middle, width - 1)), x)
+        active = ops.less(low, high)
+        low = ops.where(ops.logical_and(active, below), middle + 1, low)
+        high = ops.where(ops.logical_and(active, ops.logical_not(below)), middle, high)
+    return low

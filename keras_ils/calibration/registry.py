@@ -9,7 +9,7 @@
 | `"histogram"`            | `HistogramBinning`           | equal-mass bins' class frequencies  | `num_bins`       |
 | `"isotonic"`             | `IsotonicCalibration`        | pool adjacent violators, per class  | -                |
 | `"ensemble_temperature"` | `EnsembleTemperatureScaling` | temperature, then simplex weights   | temperature fit  |
-| `"venn_abers"`           | `VennAbersCalibration`       | inductive Venn-Abers, per class     | -                |
+| `"venn_abers"`           | `VennAbersCalibration`       | inductive Venn-Abers, top label     | -                |
 
 (temperature fit: `estimator`, `prior_scale`, `bounds`; L-BFGS: `max_iterations`,
 `tolerance`, `prior_precision` (the affine maps' prior, `small_data`); ODIR:
@@ -42,10 +42,11 @@ Method = Literal[
 def _fit_temperature(
     outputs, labels, *, from_logits=True, estimator="map", prior_scale=DEFAULT_PRIOR_SCALE, bounds=None
 ):
-    """`(TemperatureScaling(T*), CalibratorFit)`; probabilities are read as `log p`."""
-    logits, labels = temperature._checked(outputs, labels, name="outputs")
+    """`(TemperatureScaling(T*), CalibratorFit)`; probabilities are read as `log p`, unclipped
+    (`_outputs.log_probabilities`): a softmax model gets its logit twin's `T*`."""
     if not from_logits:
-        logits = np.log(np.clip(logits, keras.config.epsilon(), 1.0))
+        outputs = _outputs.log_probabilities(temperature._numpy(outputs))
+    logits, labels = temperature._checked(outputs, labels, name="outputs")
     fit = temperature._fit(logits, labels, estimator, prior_scale, bounds)
     layer = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
     layer.build((None, logits.shape[-1]))
@@ -212,8 +213,9 @@ def fit_calibrator(
     ODIR's weights or `prior_precision=0` give the plain fit. The
     one-vs-rest methods choose their bins from the data and keep every
     probability off 0; Venn-Abers (`"venn_abers"`) merges two isotonic fits
-    per class, strictly inside (0, 1). A fit that rests on too few examples
-    warns.
+    of the top label's probability, strictly inside (0, 1), and shares the
+    rest among the other classes in the model's proportions. A fit that
+    rests on too few examples warns.
 
     Args:
         method: one of `METHODS`; see the module's table.

@@ -47,10 +47,12 @@ class CalibratorFit(NamedTuple):
             optimum they pin down), `"extreme"` (a parameter beyond
             `EXTREME_PARAMETER` in size: the map overfits a validation set it
             nearly separates) or `"not_converged"`; for `"histogram"`,
-            `"isotonic"` and `"ensemble_temperature"` also `"few_examples"`
-            (some class has fewer than `MIN_EXAMPLES_PER_CLASS` fitting
-            examples, or histogram binning has fewer than `num_bins` per
-            bin: the small-data fit of `keras_ils.calibration.one_vs_rest`);
+            `"isotonic"`, `"ensemble_temperature"` and `"venn_abers"` also
+            `"few_examples"` (some class has fewer than
+            `MIN_EXAMPLES_PER_CLASS` fitting examples, or histogram binning
+            has fewer than `num_bins` per bin or a class that fills fewer
+            than two bins: the small-data fit of
+            `keras_ils.calibration.one_vs_rest`; Venn-Abers only warns);
             the affine maps fitted by their default rule
             (`keras_ils.calibration.small_data`) are `"regularised"` (the
             prior's precision chosen by cross-validation) or `"temperature"`

@@ -4,21 +4,27 @@ The library knows two families; `register` adds more (importing
 `keras_ils_experiments` registers the paper's: LeNet, the ResNets, DenseNet,
 Wide ResNets, Inception-v4, the distillation student):
 
-| name       | network                                                     | recipe                                   |
-|------------|-------------------------------------------------------------|------------------------------------------|
-| `mlp`      | 5 x 64 ReLU, the synthetic task's (paper §3)               | `MLP_RECIPE`: Adam 1e-2, early stopping  |
-| `mlp-D-W`  | `D` hidden ReLU layers of `W` units                        | `MLP_RECIPE`                             |
-| `cnn`      | two 3x3 convolutions, max-pooling, a dense layer: images   | `CUSTOM_RECIPE`: Adam 1e-3, early stopping |
+| name       | network                                                  | recipe                                      |
+|------------|----------------------------------------------------------|---------------------------------------------|
+| `mlp`      | 5 x 64 ReLU, the synthetic task's (paper §3)            | `MLP_RECIPE` (synthetic), else `TABLE_RECIPE` |
+| `mlp-D-W`  | `D` hidden ReLU layers of `W` units                     | the same                                    |
+| `cnn`      | two 3x3 convolutions, max-pooling, a dense layer: images | `CUSTOM_RECIPE`: Adam 1e-3, early stopping  |
+
+`MLP_RECIPE` is the paper's Adam 1e-2 with early stopping; `TABLE_RECIPE`
+adds coupled weight decay 1e-2 at Adam 1e-3, for tables and your vectors.
 
 Every builder returns an uncompiled model that outputs logits, and takes
 `weight_decay`: coupled L2, a penalty `weight_decay / 2 * ||W||^2` on every
 kernel (PyTorch SGD's weight decay, which the paper's recipes give), never
-Keras' decoupled optimizer `weight_decay`.
+Keras' decoupled optimizer `weight_decay`; the MLPs put it on their biases
+too, as the vectorised engine (`MLPTraining.weight_decay`) and PyTorch do.
 
 Example:
 
->>> build("mlp", 3, (2,)).output_shape, recipe_for("mlp").learning_rate
+>>> build("mlp", 3, (2,)).output_shape, recipe_for("mlp", "synthetic").learning_rate
 ((None, 3), 0.01)
+>>> recipe_for("mlp", "wine.csv").learning_rate, recipe_for("mlp", "wine.csv").weight_decay
+(0.001, 0.01)
 >>> build("cnn", 10, (8, 8, 1)).output_shape, recipe_for("cnn", epochs=5).epochs
 ((None, 10), 5)
 """
@@ -39,6 +45,7 @@ __all__ = [
     "MLP_NETWORKS",
     "MLP_RECIPE",
     "Network",
+    "TABLE_RECIPE",
     "Recipe",
     "build",
     "check_classes",
@@ -86,8 +93,14 @@ class Recipe:
         return self.learning_rate * self.decay_factor**passed
 
 
-# the MLP's (the paper's synthetic task): Adam 1e-2, early stopping on the validation NLL after 10 epochs
+# the MLP's on the paper's synthetic task: Adam 1e-2, early stopping on the validation NLL after 10 epochs
 MLP_RECIPE = Recipe()
+# the MLP's on any other data (tables of a few hundred rows to thousands): Adam 1e-3 and coupled weight decay
+# 1e-2 (on every weight), early stopping as above. A validation split of 20-30 examples is often classified
+# without error, so its NLL falls as long as the network grows more confident and early stopping never binds;
+# MLP_RECIPE then left the few misclassified test examples at -log p of 25-37 (iris, wine: No LS test NLL 3.9 at 83 %
+# accuracy). The decay bounds the logits; measured in docs/results/real-data.md ("The default recipe on tables").
+TABLE_RECIPE = Recipe(learning_rate=1e-3, weight_decay=1e-2)
 # a network of your own (`build_model`) and the `cnn`: Keras' default Adam, early stopping on the validation NLL
 # (the best epoch restored), so `epochs` is a ceiling rather than a schedule
 CUSTOM_RECIPE = Recipe(optimizer="adam", learning_rate=1e-3, epochs=200, batch_size=32, patience=10)
@@ -127,8 +140,11 @@ def mlp(
     check_classes(num_classes)
     l2 = kernel_regularizer(weight_decay)
     layers = [keras.Input(shape=tuple(input_shape))]
-    layers += [keras.layers.Dense(units, activation="relu", kernel_regularizer=l2()) for _ in range(hidden_layers)]
-    layers.append(keras.layers.Dense(num_classes, name="logits", kernel_regularizer=l2()))
+    layers += [
+        keras.layers.Dense(units, activation="relu", kernel_regularizer=l2(), bias_regularizer=l2())
+        for _ in range(hidden_layers)
+    ]
+    layers.append(keras.layers.Dense(num_classes, name="logits", kernel_regularizer=l2(), bias_regularizer=l2()))
     return keras.Sequential(layers, name=name)
 
 
@@ -193,12 +209,17 @@ def _mlp(name, num_classes, input_shape, weight_decay):
     return mlp(num_classes, input_shape, *mlp_shape(name), name=name, weight_decay=weight_decay)
 
 
+def _mlp_recipe(dataset_name: str) -> Recipe:
+    """The paper's recipe on its synthetic task, `TABLE_RECIPE` on any other data."""
+    return MLP_RECIPE if dataset_name == "synthetic" else TABLE_RECIPE
+
+
 def _cnn(name, num_classes, input_shape, weight_decay):
     return cnn(num_classes, input_shape, weight_decay=weight_decay)
 
 
 # the library's families: always tried first, so their names (and `uses_engine`'s reading of `mlp-D-W`) stay theirs
-MLP_NETWORKS = Network(r"mlp|mlp-[1-9]\d*-[1-9]\d*", _mlp, lambda name, dataset: MLP_RECIPE, "mlp, mlp-D-W")
+MLP_NETWORKS = Network(r"mlp|mlp-[1-9]\d*-[1-9]\d*", _mlp, lambda name, dataset: _mlp_recipe(dataset), "mlp, mlp-D-W")
 CNN_NETWORKS = Network("cnn", _cnn, lambda name, dataset: CUSTOM_RECIPE, "cnn")
 _LIBRARY = (MLP_NETWORKS, CNN_NETWORKS)
 _REGISTERED = []  # `register`'s, in order

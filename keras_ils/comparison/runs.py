@@ -337,16 +337,21 @@ def compare(
         batch_size: replaces the training recipe's.
         num_classes: `K`; defaults to one more than the largest label.
         conformal: `alpha` in `(0, 1)`: every row also gets split conformal
-            prediction sets (LAC and APS) calibrated on the validation split,
-            and the table their test coverage and mean set size at `1 - alpha`
-            (`keras_ils.conformal`); AURC is always in it.
+            prediction sets (LAC and APS), and the table their test coverage
+            and mean set size at `1 - alpha` (`keras_ils.conformal`); AURC is
+            always in it. The sets are calibrated on half of the validation
+            split (stratified, seeded), held out before anything trains: the
+            searches, early stopping and calibrators get the other half, so
+            a larger `validation_split` keeps their share. An `alpha` below
+            `1 / (n + 1)` for those `n` examples is refused before training.
         output_dir: where the results go; defaults to a temporary directory.
             A new comparison replaces the result set that keras_ils wrote
             there, and nothing else: your own files in it are never touched,
             and one named like a result (`results.csv`, `model_*.keras`, ...)
             is refused before any training.
         verbose: Keras `fit` verbosity.
-        log: takes each progress line (`None`: silent).
+        log: takes each progress line, beside which Keras' progress bars
+            are drawn on stdout (`None`: silent, no bars either).
 
     Returns:
         A `Comparison`.
@@ -362,6 +367,7 @@ def compare(
     from keras_ils import methods as registry
     from keras_ils.comparison.data import inputs
     from keras_ils.comparison.main_job.config import RunConfig
+    from keras_ils.comparison.main_job.progress import silent
 
     chosen_methods = _ids("methods", methods, registry.ids(selectable=True))
     chosen_calibrators = _ids("calibrators", calibrators, calibration.METHODS)
@@ -380,7 +386,7 @@ def compare(
         epochs=epochs,
         batch_size=batch_size,
         verbose=verbose,
-        log=log or (lambda line: None),
+        log=log or silent,
     )
     make_splits = inputs.splits_maker(
         x, y, target=target, categorical=categorical, steps=steps, validation_split=validation_split,

@@ -132,6 +132,22 @@ def _ratios(hits, counts) -> np.ndarray:
     return np.where(counts > 0, hits / np.maximum(counts, 1), np.nan)
 
 
+def _check_masks(y_pred) -> None:
+    """Refuses `y_pred` that are not 0/1 set masks (logits or probabilities given to a set metric), row by row."""
+    is_mask = ops.logical_or(ops.equal(y_pred, 0), ops.equal(y_pred, 1))
+    bad = ops.logical_not(ops.all(is_mask, axis=-1))
+
+    def received():
+        values = np.asarray(ops.convert_to_numpy(y_pred))
+        return f"Received: values in [{np.nanmin(values):.4g}, {np.nanmax(values):.4g}]."
+
+    message = (
+        "Invalid value for argument `y_pred`. A set metric expects 0/1 masks, the outputs of a conformalized model "
+        "(`keras_ils.conformal.conformalize`), not logits or probabilities."
+    )
+    _bad_input.report(_bad_input.NOT_SET_MASKS, message, bad, received)
+
+
 class _SetMetric(_bad_input.CheckedMetric):
     """Weighted sums of the per-example `covered` and `set_size` of 0/1 set masks `y_pred [..., K]`."""
 
@@ -151,6 +167,7 @@ class _SetMetric(_bad_input.CheckedMetric):
         num_classes = y_pred.shape[-1]
         with self.counting():
             labels = _labels.hard_labels(ops.convert_to_tensor(y_true), num_classes, len(y_pred.shape))
+            _check_masks(y_pred)
         labels = ops.reshape(labels, (-1,))
         sets = ops.reshape(y_pred, (-1, num_classes))
         if sample_weight is None:
@@ -251,7 +268,9 @@ class _Worst(_SetMetric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         hits, sizes, labels, weights = self._rows(y_true, y_pred, sample_weight)
-        stratum = self._stratum(sizes, labels)
+        # within range even for input the checks count, whose error `result()` raises (TensorFlow's CPU kernel would
+        # fail first, on an id out of range, and an accelerator's would drop the row)
+        stratum = ops.clip(ops.cast(self._stratum(sizes, labels), "int32"), 0, self.hits.shape[0] - 1)
         self.hits.assign_add(ops.segment_sum(weights * hits, stratum, self.hits.shape[0]))
         self.counts.assign_add(ops.segment_sum(weights, stratum, self.counts.shape[0]))
 

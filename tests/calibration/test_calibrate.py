@@ -246,6 +246,29 @@ class TestSoftmaxModels:
         np.testing.assert_allclose(_nll(probabilities, y), want, rtol=1e-4)
         assert want < _nll(_softmax(_outputs(logit_model, x)), y)  # calibration helped
 
+    def test_a_confident_softmax_model_gets_its_logit_twins_temperature(self, rng, data):
+        """Probabilities far below 1e-7 are read unclipped: `T*` is the logit twin's and scipy's minimiser of the
+        NLL on the logits, and the reported NLL is the logits' (issue 38: 1.09959 against 1.10057)."""
+        from scipy.optimize import minimize_scalar
+
+        kernel = keras.initializers.Constant(12.0 * rng.normal(size=(4, 3)).astype("float32"))
+        twins = [keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, kernel_initializer=kernel, **kw)])
+                 for kw in ({}, {"activation": "softmax"})]  # fmt: skip
+        x = data[0]
+        y = _labels_at_temperature(rng, twins[0], x, temperature=1.3)
+        logits = _outputs(twins[0], x).astype(np.float64)
+        assert (_outputs(twins[1], x) < 1e-7).mean() > 0.2  # where a 1e-7 clip cut the logit gaps
+        (_, fit_logits), (_, fit_softmax) = (calibrate(m, (x, y), estimator="mle", return_fit=True) for m in twins)
+
+        def nll(t):
+            z = logits / t
+            return float(np.mean(np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1) - z[np.arange(300), y]))
+
+        best = minimize_scalar(nll, bounds=(0.05, 20.0), method="bounded", options={"xatol": 1e-10})
+        np.testing.assert_allclose(fit_softmax.temperature, fit_logits.temperature, rtol=1e-5)
+        np.testing.assert_allclose(fit_softmax.temperature, best.x, rtol=1e-5)
+        np.testing.assert_allclose(fit_softmax.nll, best.fun, rtol=1e-5)
+
     @pytest.mark.parametrize("method", ["vector"])
     def test_other_methods_read_the_softmax_too(self, rng, data, method):
         logit_model, softmax_model = _softmax_twins(rng, "dense softmax")

@@ -34,8 +34,22 @@ def test_weight_decay_is_half_on_every_kernel():
         np.testing.assert_allclose(l2, 0.1)
 
 
+def test_the_mlps_penalty_is_the_engines_coupled_decay_on_every_weight():
+    """`weight_decay / 2 * ||w||^2` over kernels and biases: its gradient `weight_decay * w` is what the vectorised
+    engine adds to every weight's gradient (`MLPTraining.weight_decay`, PyTorch's Adam)."""
+    model = networks.build("mlp-2-4", 3, (2,), weight_decay=0.2)
+    for weight in model.weights:
+        weight.assign(np.random.default_rng(0).normal(size=weight.shape))
+    model(np.zeros((1, 2), "float32"))
+    squares = sum(float(np.sum(np.square(keras.ops.convert_to_numpy(w)))) for w in model.weights)
+    np.testing.assert_allclose(float(sum(keras.ops.convert_to_numpy(loss) for loss in model.losses)), 0.1 * squares,
+                               rtol=1e-5)  # fmt: skip
+
+
 def test_recipes_and_overrides():
-    assert networks.recipe_for("mlp-3-8") == networks.MLP_RECIPE
+    assert networks.recipe_for("mlp-3-8", "synthetic") == networks.MLP_RECIPE
+    assert networks.recipe_for("mlp", "wine.csv") == networks.recipe_for("mlp") == networks.TABLE_RECIPE
+    assert (networks.TABLE_RECIPE.learning_rate, networks.TABLE_RECIPE.weight_decay) == (1e-3, 1e-2)
     recipe = networks.recipe_for("cnn", "digits", epochs=7, batch_size=None)
     assert recipe == dataclasses.replace(networks.CUSTOM_RECIPE, epochs=7)
     assert (recipe.optimizer, recipe.learning_rate, recipe.patience) == ("adam", 1e-3, 10)

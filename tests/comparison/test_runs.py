@@ -1,6 +1,7 @@
 """`keras_ils.compare`: data in every form, the Comparison it returns, whole result sets, clear refusals."""
 
 import json
+import logging
 import warnings
 
 import keras
@@ -69,6 +70,72 @@ def test_rows_ranked_by_set_size_against_the_reference(two_seeds):
     assert 0.0 <= table.loc["LS", "lac_coverage"] <= 1.0
     with pytest.raises(ValueError, match="Invalid value for argument `method`"):
         found.set_size_verdict("raps")
+
+
+def test_the_printed_comparison_shows_the_prediction_sets(two_seeds):
+    from keras_ils.comparison.reporting import results
+
+    found, _ = two_seeds
+    printed = str(found)  # several seeds: each row's mean ± standard deviation
+    assert "alpha = 0.2), calibrated on 12 held-out validation examples" in printed
+    line = next(text for text in printed.splitlines() if text.startswith("LS + TempS "))
+    for column in ("lac_coverage", "lac_mean_set_size", "aps_coverage", "aps_mean_set_size"):
+        spread = found.summary["rows"][3][column]
+        assert f"{spread['mean']:.4f} ± {spread['std']:.4f}" in line
+        assert spread["mean"] == pytest.approx(found.table.loc["LS + TempS", column])
+    one_seed = results.format_table(found.runs[0]).splitlines()  # one seed: the run's own values
+    header = next(text for text in one_seed if text.startswith("model"))
+    assert header.index("LAC cov") < header.index("LAC size") < header.index("APS cov") < header.index("APS size")
+    sets = found.runs[0]["rows"][3]["conformal"]
+    row = next(text for text in one_seed if text.startswith("LS + TempS "))
+    assert f"{sets['lac']['coverage']:>10.3f}{sets['lac']['mean_set_size']:>10.3f}" in row
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_the_progress_counts_the_rows_it_scores_and_nothing_retraces(iris, tmp_path):
+    lines, records = [], _Records()
+    settings = {**FAST, "log": lines.append, "calibrators": ["isotonic", "histogram", "venn_abers"]}
+    tf.get_logger().addHandler(records)  # TensorFlow's warnings of functions traced again and again
+    try:
+        found = _quietly(x=iris[0], y=iris[1], conformal=0.2, output_dir=str(tmp_path / "o"), **settings)
+    finally:
+        tf.get_logger().removeHandler(records)
+    assert len(found.rows) == 10  # No LS and LS: as trained, + TempS, + Isotonic, + Histogram, + Venn-Abers
+    assert "scoring the table's rows: 10 rows" in lines
+    assert not [message for message in records.messages if "retracing" in message]
+
+
+def test_warnings_name_the_users_call_and_log_none_prints_nothing(iris, tmp_path, capsys):
+    """A fit's warning deep inside `compare` points at the line that called `compare`, not at the package's; with
+    `log=None` no progress bar is drawn either."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        keras_ils.compare(iris[0], iris[1], conformal=0.2, output_dir=str(tmp_path / "o"), **FAST)  # 12 validate
+    ours = [w for w in caught if w.category.__module__.startswith("keras_ils")]
+    assert {w.category.__name__ for w in ours} >= {"SmallValidationWarning", "TemperatureFitWarning"}
+    assert capsys.readouterr().out == ""
+    assert {(w.filename, w.lineno) for w in ours} == {
+        (__file__, test_warnings_name_the_users_call_and_log_none_prints_nothing.__code__.co_firstlineno + 5)
+    }
+
+
+def test_the_reference_on_a_small_table_is_not_absurd(iris, tmp_path):
+    """Iris, seed 9: 24 validation examples classified without error, so the validation NLL falls as long as the
+    network grows more confident. The paper's MLP recipe (Adam 1e-2) left No LS at test NLL 3.87 (83 % accuracy,
+    examples at -log p of 37); the tables' recipe (Adam 1e-3, weight decay 1e-2) trains it in the engine too."""
+    found = _quietly(x=iris[0], y=iris[1], seeds=[9], output_dir=str(tmp_path / "o"), **FAST | {"epochs": None})
+    run = found.runs[0]
+    assert run["engine"] == "vectorised" and (run["recipe"]["learning_rate"], run["recipe"]["weight_decay"]) == (
+        1e-3, 1e-2)  # fmt: skip
+    assert found.table.loc["No LS", "nll"] < 0.5
 
 
 def test_save_copies_the_whole_result_set(two_seeds, tmp_path):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_ils import _warnings
 from keras_ils._checks import number_in
 
 DEFAULT_VALIDATION_FRACTION = 0.2
@@ -38,6 +38,10 @@ class Splits(NamedTuple):
         class_names: the target's class names, class `i` being
             `class_names[i]` (a table's sorted distinct target values);
             `None` when the labels are class indices already.
+        calibration: validation examples held out from every selection and
+            fit, where the main job calibrates its conformal prediction sets
+            (`keras_ils.comparison.main_job.conformal_split`); `None` (what
+            the loaders return) when there are none.
     """
 
     train: tf.data.Dataset
@@ -50,6 +54,7 @@ class Splits(NamedTuple):
     preprocessing: dict | None = None  # {"mean": [...], "scale": [...]}: (stored - mean) / scale, per feature
     feature_space: keras.utils.FeatureSpace | None = None  # a table's raw columns -> the features
     class_names: tuple | None = None  # class i's name, e.g. a table's target value
+    calibration: tf.data.Dataset | None = None  # carved from validation for conformal sets, seen by nothing else
 
     @property
     def is_image(self) -> bool:
@@ -378,13 +383,12 @@ temperature T* and the model selection need every class in both splits. More dat
             )
     few = np.flatnonzero(validation_counts < MIN_VALIDATION_PER_CLASS)
     if len(few):
-        warnings.warn(
+        _warnings.warn(
             f"{source}: the validation split has fewer than {MIN_VALIDATION_PER_CLASS} examples of "
             f"{_class_list(validation_counts, few, class_names=class_names)}. The teacher's temperature T*, each "
             "model's best epoch and the hyperparameter choice rest on that many examples of those classes, so expect "
             f"noisy calibration for them. {advice}",
             SmallValidationWarning,
-            stacklevel=3,
         )
 
 

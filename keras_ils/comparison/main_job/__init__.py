@@ -11,6 +11,7 @@ methods are the `keras_ils.methods` registry's. The modules, one concern each:
 - `budget`: grids and what a search costs (Hyperband's models and epochs);
 - `resume`: the search directory's settings and the kept single-fit students;
 - `fitting`: one network built, trained, calibrated, saved; a method's loss and data;
+- `conformal_split`: the prediction sets' calibration examples, carved from validation before anything trains;
 - `report` and `progress`: the rows scored and written, the progress lines;
 - `commands`: what `keras-ils run`, `tune` and `methods` do once their arguments are parsed.
 

@@ -81,7 +81,15 @@ def planned_fits(space, algorithm, max_epochs, max_trials=None) -> int:
 
 
 def search_cost(method, space, algorithm, max_epochs) -> str:
-    """The line `run` logs before a KerasTuner search: what it will train at most."""
+    """The line `run` logs before a KerasTuner search: what it will train at most, in the trials the progress
+    counts (`planned_fits`).
+
+    Example:
+
+    >>> space = {"epsilon": (0.01, 0.05, 0.1, 0.15, 0.2)}
+    >>> search_cost("ls", space, "hyperband", 20)[:63], planned_fits(space, "hyperband", 20)
+    ('LS: Hyperband over 5 candidates, at most 22 models in 30 trials', 30)
+    """
     candidates, name = grid_size(space), methods.get(method).name
     if algorithm == "grid":
         return (
@@ -89,7 +97,9 @@ def search_cost(method, space, algorithm, max_epochs) -> str:
             f"(at most {candidates * max_epochs} epochs)"
         )
     models_total, epochs_total = hyperband_epochs(max_epochs)
+    trials = planned_fits(space, algorithm, max_epochs)
     return (
-        f"{name}: Hyperband over {candidates} candidates, at most {models_total} models and "
-        f"{epochs_total} epochs (= {epochs_total / max_epochs:.1f} full trainings; --search full: {candidates})"
+        f"{name}: Hyperband over {candidates} candidates, at most {models_total} models in {trials} trials (a model "
+        f"promoted to a longer round trains on as a new trial) and {epochs_total} epochs (= "
+        f"{epochs_total / max_epochs:.1f} full trainings; --search full: {candidates})"
     )

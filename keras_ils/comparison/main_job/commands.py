@@ -87,6 +87,7 @@ _RESULT_FILES = "results.json, results.csv, test_nll.npz, comparison.png, reliab
 def run(args) -> str:
     """`keras-ils run`: `keras_ils.compare`'s path (`comparison.run_seeds`) with the data and settings of the flags."""
     from keras_ils import comparison
+    from keras_ils.comparison.main_job.conformal_split import calibration_split
     from keras_ils.comparison.reporting import results as reporting_results
 
     if args.seeds > 1 and args.teacher_cache is not None:
@@ -106,6 +107,8 @@ def run(args) -> str:
     seeds = comparison.seed_list(args.seeds, args.seed, names=("--seeds", "--seed"))
     first = _load(args, seeds[0])
     config.check_examples(first, "--dataset")
+    if args.conformal is not None:  # an alpha too small for the calibration split fails before anything trains
+        first = calibration_split(first, args.conformal, seeds[0], argument="--conformal")
     output_dir = config.output_dir or _output_dir("", first, config)
     make_splits = lambda seed: first if seed == seeds[0] else _load(args, seed)  # noqa: E731
     inputs = [path for path in (args.dataset, args.teacher_cache) if path and os.path.exists(path)]
@@ -172,8 +175,7 @@ def _columns(rows) -> list:
 def _calibrators_table() -> list:
     """The calibrators `run --calibrators` takes (`config.CALIBRATORS`), with their alias, rows' suffix and layer."""
     from keras_ils.calibration import LAYERS
-    from keras_ils.comparison.main_job.config import CALIBRATORS
-    from keras_ils_cli import CALIBRATOR_ALIASES
+    from keras_ils.comparison.main_job.config import CALIBRATOR_ALIASES, CALIBRATORS
 
     alias = {method: short for short, method in CALIBRATOR_ALIASES.items()}
     rows = [("calibrator", "alias", "rows", "layer")]

@@ -23,6 +23,7 @@ from keras_ils.comparison.networks import CUSTOM_RECIPE
 
 __all__ = [
     "CALIBRATORS",
+    "CALIBRATOR_ALIASES",
     "CUSTOM_RECIPE",
     "DEFAULT_HYPERPARAMETERS",
     "DEFAULT_METHODS",
@@ -63,6 +64,9 @@ CALIBRATORS = {
     "ensemble_temperature": "Ensemble TS",
     "venn_abers": "Venn-Abers",
 }
+# the short names the command's `--calibrators` also takes (the API takes the ids alone); `keras_ils_cli` writes
+# them out again so that parsing imports no TensorFlow, and a test holds the two equal
+CALIBRATOR_ALIASES = {"ts": "temperature", "vs": "vector", "ms": "matrix", "dir": "dirichlet"}
 
 
 SEARCHES = ("budget", "full")  # run's KerasTuner search for models the vectorised engine cannot train
@@ -130,9 +134,11 @@ class RunConfig:
             `CALIBRATORS` ("+ VS", "+ Dir", "+ Isotonic", ...). Defaults
             to `("temperature",)`.
         conformal: `alpha`, in `(0, 1)`, to give every row split conformal
-            prediction sets (LAC and APS, `keras_ils.conformal`) calibrated
-            on the validation split at coverage `1 - alpha`, scored on the
-            test split (coverage, mean set size); `None` (default): none.
+            prediction sets (LAC and APS, `keras_ils.conformal`) at coverage
+            `1 - alpha`, scored on the test split (coverage, mean set size);
+            `None` (default): none. They are calibrated on half of the
+            validation split, carved before anything trains and seen by no
+            search, early stop or calibrator (`conformal_split`).
         directory: the KerasTuner searches' directory (resumable). Defaults
             to `None`: `OUTPUT_DIR/search`.
         log: a function taking each line of progress (e.g. `print`), or

@@ -57,6 +57,7 @@ def search_settings(setup: Setup, searched) -> students.SearchSettings:
         hidden_layers=hidden_layers,
         units=units,
         pool_size=students.POOL_SIZE,
+        weight_decay=recipe.weight_decay or 0.0,
     )
     return students.SearchSettings(
         methods=tuple(searched),
@@ -87,7 +88,7 @@ def run_engine(setup: Setup, report: Report) -> dict:
         config.log(f"{len(found.candidates)} models trained in {found.seconds:.1f} s (vectorised engine)")
     teacher_logits = TeacherLogits(found.teacher_logits, np.asarray(y_train, np.int64), None)
     trained = _train_others(setup, report, found, others, teacher_logits)
-    report.progress.rows((1 + len(config.methods)) * (1 + len(set(config.calibrators) | {"ts"})))  # raw, TempS, maps
+    report.progress.rows((1 + len(config.methods)) * (1 + len(config.calibrators)))  # as trained, then each calibrator
     model_of = functools.cache(found.keras_model)  # each candidate's Keras model built once, for all its rows
     _record_teacher(setup, report, found, model_of)
     for method in engine_methods:

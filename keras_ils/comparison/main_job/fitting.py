@@ -21,12 +21,13 @@ import warnings
 import keras
 import tensorflow as tf
 
-from keras_ils import baselines, data, methods
+from keras_ils import _warnings, baselines, data, methods
 from keras_ils import metrics as _metrics
 from keras_ils.calibration import TemperatureScaling, calibrate
 from keras_ils.comparison import networks
 from keras_ils.comparison.engine import students, training
 from keras_ils.comparison.main_job.config import CALIBRATORS, RunConfig, default_hyperparameters
+from keras_ils.comparison.main_job.conformal_split import calibration_split
 
 __all__ = [
     "TRAINING_SETS",
@@ -54,7 +55,8 @@ class Setup:
     """What every model of one `run` or `tune` shares: the data, the completed config, the validation batches.
 
     Attributes:
-        splits: a `keras_ils.comparison.data.datasets.Splits`.
+        splits: a `keras_ils.comparison.data.datasets.Splits` (with `config.conformal`, its validation split
+            without the examples carved into `splits.calibration`).
         config: the `RunConfig` with `recipe`, `strategy`, `search_space` and
             `directory` filled in for these data.
         validation: the batched validation split: the early-stopping monitor
@@ -70,7 +72,10 @@ class Setup:
 
     @classmethod
     def make(cls, splits, config: RunConfig) -> Setup:
-        """Fills in the defaults: the paper's recipe for the model and data, the current strategy, the grids."""
+        """Fills in the defaults: the paper's recipe for the model and data, the current strategy, the grids; with
+        `config.conformal`, carves the prediction sets' calibration split from validation (`conformal_split`)."""
+        if config.conformal is not None:
+            splits = calibration_split(splits, config.conformal, config.seed)
         search_space = config.search_space or ("synthetic" if splits.name == "synthetic" else "paper")
         directory = config.directory
         if directory is None and config.output_dir is not None:
@@ -112,14 +117,16 @@ class Setup:
             "temperature_estimator": teacher_fit.estimator,
             "validation_examples": teacher_fit.num_examples,
         }
+        if self.splits.calibration is not None:  # held out from validation for the prediction sets
+            teacher["calibration_examples"] = int(self.splits.calibration.cardinality())
         return {**head, **teacher, **settings, "recipe": recipe}
 
 
 def uses_engine(setup: Setup) -> bool:
     """Whether `run` trains `setup`'s students with the vectorised engine: a plain MLP (`mlp`, `mlp-D-W`) on
-    vectors by the Adam MLP recipe, under the TensorFlow backend (the engine's epochs are `tf.function`s). The
-    engine runs on one device (TensorFlow's default, a GPU when there is one), whatever the strategy is: its
-    models are small and many, not large."""
+    vectors by an Adam MLP recipe (its coupled weight decay too), under the TensorFlow backend (the engine's
+    epochs are `tf.function`s). The engine runs on one device (TensorFlow's default, a GPU when there is one),
+    whatever the strategy is: its models are small and many, not large."""
     recipe = setup.config.recipe
     return (
         setup.config.build_model is None
@@ -127,7 +134,6 @@ def uses_engine(setup: Setup) -> bool:
         and networks.mlp_shape(setup.config.model_name) is not None
         and len(setup.splits.input_shape) == 1
         and recipe.optimizer == "adam"
-        and not recipe.weight_decay
         and not recipe.decay_at
         and recipe.patience is not None
     )
@@ -280,7 +286,8 @@ def fit_network(setup: Setup, loss, train_set, callbacks=()):
 
 @contextlib.contextmanager
 def warnings_of(row: str):
-    """Re-issues the package's warnings raised inside (a temperature or calibrator fit's) prefixed by `row`.
+    """Re-issues the package's warnings raised inside (a temperature or calibrator fit's) prefixed by `row`, and
+    every warning raised inside in the name of the user's call (`keras_ils._warnings.warn`).
 
     Example:
 
@@ -300,7 +307,7 @@ def warnings_of(row: str):
         if warning.category.__module__.startswith("keras_ils"):
             message = warning.category(f"{row}: {message}")
             message.row = row  # so that the command line can tell a row's warning from another row's of its kind
-        warnings.warn_explicit(message, warning.category, warning.filename, warning.lineno)
+        _warnings.warn(message, warning.category)  # in the name of the user's call, not of a line of the package
 
 
 def calibrated(model, setup: Setup, row: str | None = None):

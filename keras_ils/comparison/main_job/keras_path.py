@@ -162,7 +162,8 @@ def train_student(students: Students, method: str, values: dict) -> tuple:
     epochs = setup.config.recipe.epochs
     space = fixed_space(method, setup.config.search_space, setup.fixed)
     spec = dataclasses.replace(students.spec, algorithm=search_algorithm(space, students.spec.algorithm, epochs))
-    fits = students.report.progress.fits(entry.name, planned_fits(space, spec.algorithm, epochs))
+    unit = "trial" if grid_size(space) > 1 else "model"  # a search's fits are KerasTuner's trials
+    fits = students.report.progress.fits(entry.name, planned_fits(space, spec.algorithm, epochs), unit)
     if grid_size(space) > 1:
         if setup.config.log:
             setup.config.log(search_cost(method, space, spec.algorithm, epochs))

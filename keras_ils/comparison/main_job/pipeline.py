@@ -266,10 +266,10 @@ def tune(splits, config: RunConfig) -> dict:
     }
     progress = Progress(1 + sum(planned.values()), config.verbose)
     with staged_directory(config.output_dir, RESULT_FILES, **_output_rule(config)) as staging:
-        report = Report(splits, staging, progress, config.conformal)
+        report = Report(setup.splits, staging, progress, config.conformal)
         teacher_scaled, teacher_fit = keras_path.teacher_stage(setup, report, saved_at=teacher_path)
         for method in config.methods:
-            fits = [progress.fits(methods.get(method).name, planned[method])]
+            fits = [progress.fits(methods.get(method).name, planned[method], "trial")]
             tuner = keras_path.search(spec, method, *_search_of(setup, method, teacher_scaled), fits)
             progress.stage_done()
             best_trial = tuner.oracle.get_best_trials(1)[0]

@@ -7,12 +7,16 @@ import time
 
 import keras
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "silent"]
+
+
+def silent(line: str) -> None:
+    """A `RunConfig.log` that drops every line, and with which `Progress` draws no bars: `compare(log=None)`."""
 
 
 class Progress:
-    """`run`'s and `tune`'s progress on stderr, in Keras' `fit` style: a line naming each stage ("ILS: 10 models,
-    about 2:10 left in all"), then Keras' `Progbar` over that stage's models, with its own ETA.
+    """`run`'s and `tune`'s progress on stderr, in Keras' `fit` style: a line naming each stage ("ILS: 10 trials,
+    about 2:10 left in all"), then Keras' `Progbar` over that stage's fits, with its own ETA.
 
     A stage counts fits (`fits`: a search's trials, one `model.fit` each; a
     search that stops early or resumes finished trials jumps to its end) or
@@ -23,12 +27,14 @@ class Progress:
     def __init__(self, planned_fits: int, verbose: int, say=print):
         self.planned, self.shown, self.done, self.started = planned_fits, verbose == 0, 0, time.monotonic()
         self.say = say  # takes each stage line
+        self.bars = self.shown and say is not silent  # Keras' bars, on stdout
         self.bar, self.count, self.position, self.counts_rows = None, 0, 0, False
 
-    def fits(self, name: str, count: int) -> keras.callbacks.Callback:
-        """Opens the stage of the next `count` fits of `name`; returns the callback that advances it as each ends
+    def fits(self, name: str, count: int, unit: str = "model") -> keras.callbacks.Callback:
+        """Opens the stage of the next `count` fits of `name`, each one `unit` (`"trial"` for a KerasTuner search,
+        where Hyperband fits a promoted model again); returns the callback that advances it as each ends
         (KerasTuner deep-copies callbacks into every trial: the state lives in a closure, which deep copies share)."""
-        self._open(name, count, "model", counts_rows=False)
+        self._open(name, count, unit, counts_rows=False)
 
         def end():
             if self.position < count:
@@ -61,7 +67,7 @@ class Progress:
             left = f", about {seconds // 60}:{seconds % 60:02d} left in all"
         if self.shown:
             self.say(f"{name}: {count} {unit}{'s' if count != 1 else ''}{left}")
-        self.bar = keras.utils.Progbar(count, unit_name=unit, verbose=_bar_verbosity(self.shown))
+        self.bar = keras.utils.Progbar(count, unit_name=unit, verbose=_bar_verbosity(self.bars))
         self.count, self.position, self.counts_rows = count, 0, counts_rows
 
 

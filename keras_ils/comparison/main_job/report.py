@@ -5,8 +5,9 @@ set's order; one array per row, keyed by the row's name): what the paired verdic
 `reporting.examples.FINGERPRINT_KEY`, the test set's fingerprint, from which the verdict tells whether seeds
 scored the same examples. With
 `RunConfig.conformal = alpha`, every row also gets split conformal prediction sets (LAC and APS,
-`keras_ils.conformal`) calibrated on the validation split: its `"conformal"` entry holds their test coverage
-and mean size, and `test_set_sizes.npz` each test example's set size, keyed `"lac:ROW"` and `"aps:ROW"`.
+`keras_ils.conformal`) calibrated on `splits.calibration`, the validation examples that no selection or fit saw
+(`conformal_split`): its `"conformal"` entry holds their test coverage and mean size, and `test_set_sizes.npz` each
+test example's set size, keyed `"lac:ROW"` and `"aps:ROW"`.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Report:
     def __init__(self, splits, staging, progress, conformal=None):
         self.splits, self.staging, self.progress, self.conformal = splits, staging, progress, conformal
         self.test = training.evaluation_pipeline(splits.test)
-        self.validation = training.evaluation_pipeline(splits.validation) if conformal is not None else None
+        self.calibration = None if conformal is None else training.evaluation_pipeline(splits.calibration)
         self.rows, self.curves, self.example_nll, self.set_sizes = [], {}, {}, {}
 
     def record(self, name, fit, model, hyperparameters_used, **extra):
@@ -86,12 +87,12 @@ class Report:
         self.progress.scored()
 
     def _prediction_sets(self, name, model, test_outputs, test_labels) -> dict:
-        """`{"alpha", method: {"coverage", "mean_set_size"}}` of LAC and APS sets calibrated on the validation
+        """`{"alpha", method: {"coverage", "mean_set_size"}}` of LAC and APS sets calibrated on the calibration
         split, scored on the test split; each test example's set size kept for `test_set_sizes.npz`."""
-        validation_outputs, validation_labels = data.predict_with_labels(model, self.validation)
+        outputs, labels = data.predict_with_labels(model, self.calibration)
         found = {"alpha": self.conformal}
         for method in CONFORMAL_METHODS:
-            layer = conformal.fit_conformal(method, validation_outputs, validation_labels, alpha=self.conformal)
+            layer = conformal.fit_conformal(method, outputs, labels, alpha=self.conformal)
             sets = keras.ops.convert_to_numpy(layer(test_outputs))
             found[method] = {
                 "coverage": conformal.coverage(sets, test_labels),

@@ -15,7 +15,7 @@ import os
 
 from keras_ils import evaluation
 
-__all__ = ["FIGURE_SCORES", "format_table", "temperature_note", "write", "write_csv"]
+__all__ = ["FIGURE_SCORES", "SET_SCORES", "format_table", "set_note", "temperature_note", "write", "write_csv"]
 
 FIGURE_SCORES = ("nll", "ece", "smooth_ece", "cwece")  # the scores comparison.png draws, in its panels' order
 
@@ -73,19 +73,41 @@ def temperature_note(results: dict) -> str | None:
     )
 
 
+# a row's prediction-set scores (`RunConfig.conformal`) as table columns: (method, score, heading)
+SET_SCORES = (("coverage", "cov"), ("mean_set_size", "size"))
+
+
+def _set_columns(rows) -> list:
+    """`[(method, score, heading)]` of the rows' prediction sets (LAC, APS), or `[]` without them."""
+    methods = [m for m in rows[0].get("conformal", {}) if m != "alpha"]
+    return [(method, score, short) for method in methods for score, short in SET_SCORES]
+
+
+def set_note(alpha: float, calibration_examples: int | None) -> str:
+    """The line over a table with prediction-set columns: what they are and where they were calibrated."""
+    held_out = f" on {calibration_examples} held-out validation examples" if calibration_examples else ""
+    return (
+        f"LAC, APS = split conformal prediction sets for coverage {1 - alpha:g} (alpha = {alpha:g}), calibrated"
+        f"{held_out}: cov = their test coverage, size = their mean size"
+    )
+
+
 def format_table(results: dict) -> str:
     """The comparison table printed by `keras-ils run`."""
     rows = results["rows"]
     groups = [g for g in _test_groups(rows[0]) if g != "all"]
     width = max(16, *(len(row["model"]) + 2 for row in rows))
     header = f"{'model':<{width}}{'T':>7}{'T fit':>13}{'accuracy':>10}" + "".join(f"{'acc ' + g:>12}" for g in groups)
-    header += f"{'NLL':>9}{'ECE':>9}{'smECE':>9}{'cwECE':>9}{'paper-cwECE':>13}  hyperparameters"
+    header += f"{'NLL':>9}{'ECE':>9}{'smECE':>9}{'cwECE':>9}{'paper-cwECE':>13}"
+    sets = _set_columns(rows)
+    header += "".join(f"{f'{method.upper()} {short}':>10}" for method, _, short in sets) + "  hyperparameters"
     lines = [
         f"{results['dataset']} / {results['model']}: teacher T* = {results['teacher_temperature']:.4f} "
         f"({results['teacher_temperature_status']}; {results['temperature_estimator']} fit on "
         f"{results['validation_examples']} validation examples)",
         "smECE = smooth ECE (Blasiok & Nakkiran 2023); cwECE = classwise-ECE (paper Eq. 2); paper-cwECE = the "
         "authors' code's variant printed in the paper",
+        *([set_note(rows[0]["conformal"]["alpha"], results.get("calibration_examples"))] if sets else []),
         header,
         "-" * len(header),
     ]
@@ -96,7 +118,8 @@ def format_table(results: dict) -> str:
         line += f"{100 * a['accuracy']:>9.2f}%"
         line += "".join(f"{100 * row[g]['accuracy']:>11.2f}%" for g in groups)
         line += "".join(f"{a[c]:>9.4f}" for c in ("nll", "ece", "smooth_ece", "cwece"))
-        line += f"{a['class_conditional_ece']:>13.4f}  "
+        line += f"{a['class_conditional_ece']:>13.4f}"
+        line += "".join(f"{row['conformal'][method][score]:>10.3f}" for method, score, _ in sets) + "  "
         line += ", ".join(f"{k}={v:g}" for k, v in row["hyperparameters"].items())
         if row.get("candidates", 1) > 1:
             line += f" (best of {row['candidates']})"

@@ -9,7 +9,7 @@ import numpy as np
 
 from keras_ils import plots
 from keras_ils._files import atomic_write
-from keras_ils.comparison.reporting.results import FIGURE_SCORES
+from keras_ils.comparison.reporting.results import FIGURE_SCORES, SET_SCORES, set_note
 
 __all__ = ["SUMMARY_FILES", "SUMMARY_METRICS", "format_summary", "summarise_seeds"]
 
@@ -35,9 +35,9 @@ def summarise_seeds(results: list, output_dir: str) -> dict:
     for i, name in enumerate(names):
         row = {"model": name}
         for metric in SUMMARY_METRICS:
-            values = np.array([r["rows"][i]["all"][metric] for r in results], dtype=np.float64)
-            spread = dict(mean=values.mean(), std=values.std(ddof=1) if len(values) > 1 else 0.0)
-            row[metric] = {**spread, "min": values.min(), "max": values.max(), "values": values.tolist()}
+            row[metric] = _spread([r["rows"][i]["all"][metric] for r in results])
+        for method, score in _set_scores(results[0]["rows"][i]):  # with prediction sets: LAC's and APS's
+            row[f"{method}_{score}"] = _spread([r["rows"][i]["conformal"][method][score] for r in results])
         rows.append(row)
     summary = {
         "dataset": results[0]["dataset"],
@@ -45,6 +45,9 @@ def summarise_seeds(results: list, output_dir: str) -> dict:
         "seeds": [r["seed"] for r in results],
         "rows": rows,
     }
+    if "conformal" in results[0]["rows"][0]:
+        summary["conformal"] = {"alpha": results[0]["rows"][0]["conformal"]["alpha"]}
+        summary["conformal"]["calibration_examples"] = results[0].get("calibration_examples")
     os.makedirs(output_dir, exist_ok=True)
     atomic_write(os.path.join(output_dir, "summary.json"), lambda f: f.write(json.dumps(summary, indent=2).encode()))
     curves = {
@@ -57,20 +60,38 @@ def summarise_seeds(results: list, output_dir: str) -> dict:
     return summary
 
 
+def _spread(values) -> dict:
+    """`{"mean", "std", "min", "max", "values"}` of one score over the seeds (`std` 0 for one seed)."""
+    values = np.array(values, dtype=np.float64)
+    spread = dict(mean=values.mean(), std=values.std(ddof=1) if len(values) > 1 else 0.0)
+    return {**spread, "min": values.min(), "max": values.max(), "values": values.tolist()}
+
+
+def _set_scores(row: dict) -> list:
+    """`[(method, score)]` of a row's prediction sets, `[]` without them."""
+    return [(m, score) for m in row.get("conformal", {}) if m != "alpha" for score, _ in SET_SCORES]
+
+
 def format_summary(summary: dict) -> str:
     """The table `keras-ils run --seeds N` prints: every row's mean ± standard deviation over the seeds."""
     seeds = summary["seeds"]
     width = max(16, *(len(row["model"]) + 2 for row in summary["rows"]))
-    names = ("accuracy", "NLL", "ECE", "smooth ECE", "cwECE")
+    names = ["accuracy", "NLL", "ECE", "smooth ECE", "cwECE"]
+    conformal = summary.get("conformal")
+    columns = [(m, score, short) for m in ("lac", "aps") for score, short in SET_SCORES] if conformal else []
+    names += [f"{m.upper()} {short}" for m, _, short in columns]
+    sets = [f"{m}_{score}" for m, score, _ in columns]
     header = f"{'model':<{width}}" + "".join(f"{name:>20}" for name in names)
     lines = [
         f"{summary['dataset']} / {summary['model']}: mean ± standard deviation over {len(seeds)} seeds "
         f"({', '.join(map(str, seeds))})",
+        *([set_note(conformal["alpha"], conformal.get("calibration_examples"))] if conformal else []),
         header,
         "-" * len(header),
     ]
     for row in summary["rows"]:
         cells = [f"{100 * row['accuracy']['mean']:.2f} ± {100 * row['accuracy']['std']:.2f}%"]
-        cells += [f"{row[m]['mean']:.4f} ± {row[m]['std']:.4f}" for m in ("nll", "ece", "smooth_ece", "cwece")]
+        metrics = ("nll", "ece", "smooth_ece", "cwece", *sets)
+        cells += [f"{row[m]['mean']:.4f} ± {row[m]['std']:.4f}" for m in metrics]
         lines.append(f"{row['model']:<{width}}" + "".join(f"{cell:>20}" for cell in cells))
     return "\n".join(lines)

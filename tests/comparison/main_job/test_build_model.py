@@ -14,6 +14,7 @@ from keras_ils.comparison.data.arrays import array_splits
 from keras_ils.comparison.data.splits import as_trained
 from keras_ils.comparison.main_job import pipeline
 from keras_ils.comparison.main_job.config import CUSTOM_RECIPE, RunConfig
+from keras_ils.comparison.main_job.conformal_split import calibration_split
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,7 @@ def test_the_users_network_is_trained_searched_and_saved(splits, tmp_path, tune)
         warnings.simplefilter("ignore", TemperatureFitWarning)  # 30 validation examples: the small-set warning
         results = pipeline.run(splits, config)
     assert results["model"] == "tiny_net" and results.get("engine") != "vectorised"
+    assert results["validation_examples"] == results["calibration_examples"] == 15  # T* saw the other half
     assert results["recipe"]["learning_rate"] == CUSTOM_RECIPE.learning_rate and results["recipe"]["epochs"] == 2
     rows = {row["model"]: row for row in results["rows"]}
     assert list(rows) == ["No LS", "No LS + TempS", "LS", "LS + TempS"]
@@ -70,8 +72,13 @@ def _arrays(dataset):
 
 
 def _check_lac_sets(splits, model, found, directory, alpha):
-    """LAC written out: the ceil((n + 1)(1 - alpha))-th smallest validation score 1 - p_y is the threshold."""
-    (x_val, y_val), (x_test, y_test) = _arrays(splits.validation), _arrays(splits.test)
+    """LAC written out: the ceil((n + 1)(1 - alpha))-th smallest score 1 - p_y of the calibration examples, half of
+    the validation split held out from every fit, is the threshold."""
+    carved = calibration_split(splits, alpha, seed=0)
+    (x_val, y_val), (x_test, y_test) = _arrays(carved.calibration), _arrays(splits.test)
+    (x_kept, _), (x_all, _) = _arrays(carved.validation), _arrays(splits.validation)
+    assert len(x_kept) + len(x_val) == len(x_all) and len(y_val) == 15  # disjoint halves of the 30
+    assert not (x_kept[:, None, :] == x_val[None, :, :]).all(-1).any()
     p_val, p_test = (softmax(model.predict(x, verbose=0), axis=1) for x in (x_val, x_test))
     scores = np.sort(1.0 - p_val[np.arange(len(y_val)), y_val])
     threshold = scores[int(np.ceil((len(scores) + 1) * (1 - alpha))) - 1]

@@ -120,4 +120,4 @@ def test_importing_the_zoo_registers_its_networks_with_the_library(model_name):
 
 def test_the_library_keeps_its_own_names():
     assert networks.network_family("mlp-2-8") is not zoo.PAPER_NETWORKS
-    assert networks.recipe_for("mlp") == recipes.recipe_for("mlp") == networks.MLP_RECIPE
+    assert networks.recipe_for("mlp", "synthetic") == recipes.recipe_for("mlp") == networks.MLP_RECIPE
