@@ -62,6 +62,8 @@ def test_weight_decay_is_coupled_l2_on_every_kernel_like_pytorch_sgd(name, input
     model = models.build(name, 10, input_shape, weight_decay=1e-2)
     layers = [layer for layer in model.layers if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense))]
     kernels = [layer.kernel for layer in layers]
+    if name == "mlp":  # the MLPs decay their biases too, as the vectorised engine and PyTorch's SGD do
+        kernels += [layer.bias for layer in layers]
     assert len(kernels) == len(model.losses) > 1  # one penalty per Conv2D/Dense kernel, none on biases or BN
     with tf.GradientTape() as tape:
         penalty = tf.add_n(model.losses)
