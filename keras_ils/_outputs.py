@@ -28,7 +28,14 @@ import numpy as np
 
 from keras_ils._labels import PROBABILITY_TOLERANCE
 
-__all__ = ["check_outputs_kind", "is_distribution", "log_probabilities", "model_ends_in_softmax", "model_from_logits"]
+__all__ = [
+    "check_outputs_kind",
+    "is_distribution",
+    "log_probabilities",
+    "log_probabilities_tensor",
+    "model_ends_in_softmax",
+    "model_from_logits",
+]
 
 
 def is_distribution(outputs) -> bool:
@@ -63,6 +70,26 @@ def log_probabilities(probabilities) -> np.ndarray:
     probabilities = np.asarray(probabilities)
     tiny = np.finfo(np.result_type(probabilities.dtype, np.float32)).tiny
     return np.log(np.clip(probabilities, tiny, 1.0))
+
+
+def log_probabilities_tensor(probabilities):
+    """`log_probabilities` in `keras.ops`, for the calibration layers' `call`: the map served is the map fitted.
+
+    0 is floored at the smallest normal number of the tensor's dtype (float16,
+    whose smallest normal is 6.1e-5, at `keras.config.epsilon()` as before).
+
+    Example:
+
+    >>> x = keras.ops.convert_to_tensor(np.array([[1.0, 1e-20, 0.0]], "float32"))
+    >>> np.round(keras.ops.convert_to_numpy(log_probabilities_tensor(x)), 1).tolist()
+    [[0.0, -46.1, -87.3]]
+    """
+    dtype = keras.backend.standardize_dtype(probabilities.dtype)
+    if dtype == "float16":
+        floor = keras.config.epsilon()
+    else:  # bfloat16 has float32's exponent range
+        floor = float(np.finfo("float32" if dtype == "bfloat16" else dtype).tiny)
+    return keras.ops.log(keras.ops.clip(probabilities, floor, 1.0))
 
 
 def check_outputs_kind(outputs, from_logits: bool, name: str = "outputs") -> None:

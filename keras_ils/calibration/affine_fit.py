@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 
-import keras
 import numpy as np
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, number_in, odir_refused
+from keras_ils._outputs import log_probabilities
 from keras_ils.calibration import _affine_folds as folds
 from keras_ils.calibration import small_data, solvers
 from keras_ils.calibration._affine_folds import absent_classes, embedded, held, identity, prior, temperature_map
@@ -49,7 +49,7 @@ def _features(method, outputs, from_logits):
     """What the map reads: `log p` of probabilities, `log_softmax(z)` for Dirichlet calibration, else the logits."""
     if not from_logits:
         _labels.check_probabilities(outputs)
-        return np.log(np.clip(outputs, keras.config.epsilon(), 1.0))
+        return log_probabilities(outputs)
     if method == "dirichlet":
         shifted = outputs - outputs.max(axis=1, keepdims=True)
         return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))

@@ -39,6 +39,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils._checks import invalid, positive
+from keras_ils._outputs import log_probabilities, log_probabilities_tensor
 from keras_ils.calibration import _device, temperature
 from keras_ils.calibration import _temperature_solver as solver
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
@@ -122,7 +123,7 @@ class EnsembleTemperatureScaling(keras.layers.Layer):
 
     def call(self, inputs):
         inputs = to_compute_dtype(self, inputs)
-        logits = inputs if self.from_logits else ops.log(ops.clip(inputs, keras.config.epsilon(), 1.0))
+        logits = inputs if self.from_logits else log_probabilities_tensor(inputs)
         temperature = ops.maximum(ops.cast(self.temperature, inputs.dtype), keras.config.epsilon())
         mixture = ops.cast(self.mixture, inputs.dtype)
         log_weights = ops.where(mixture > 0, ops.log(ops.where(mixture > 0, mixture, 1.0)), _ABSENT)
@@ -214,7 +215,7 @@ def fit_ensemble_temperature(
     """
     logits, labels = temperature._checked(outputs, labels, name="outputs")
     if not from_logits:
-        logits = np.log(np.clip(logits, keras.config.epsilon(), 1.0))
+        logits = log_probabilities(logits)
     n, num_classes = logits.shape
     temperature_fit = temperature._fit(logits, labels, estimator, prior_scale, bounds)
     squares, chosen = _mixture_sums(logits, labels, temperature_fit.temperature)

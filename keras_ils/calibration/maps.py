@@ -45,7 +45,7 @@ and 50,000 examples too, within the folds' stated time budget. A map fitted
 so is an ordinary layer of its class.
 
 With `from_logits=False` a layer takes and returns probabilities: it reads
-`log(p)` (clipped at `keras.config.epsilon()`) as its input, so matrix scaling
+`log(p)` (0 floored at float32's smallest normal number, never clipped at 1e-7) as its input, so matrix scaling
 of probabilities is Dirichlet calibration. Every layer computes in float32
 under any global dtype policy (its `dtype` defaults to `"float32"` and its
 input is cast to it), so mixed precision never rounds a calibrated output.
@@ -63,6 +63,7 @@ import numpy as np
 from keras import ops
 
 from keras_ils._checks import number_in
+from keras_ils._outputs import log_probabilities_tensor
 from keras_ils.calibration._float32 import float32_by_default, known_classes, to_compute_dtype
 
 __all__ = ["DEFAULT_ODIR", "AFFINE_LAYERS", "DirichletCalibration", "MatrixScaling", "VectorScaling"]
@@ -93,7 +94,7 @@ class _CalibrationMap(keras.layers.Layer):
     def call(self, inputs):
         inputs = to_compute_dtype(self, inputs)
         if not self.from_logits:
-            features = ops.log(ops.clip(inputs, keras.config.epsilon(), 1.0))
+            features = log_probabilities_tensor(inputs)
         elif self._log_probabilities:
             features = ops.log_softmax(inputs, axis=-1)
         else:

@@ -32,6 +32,7 @@ __all__ = [
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least, invalid, positive
+from keras_ils._outputs import log_probabilities_tensor
 from keras_ils.calibration import _temperature_solver as solver
 from keras_ils.calibration._float32 import float32_by_default, to_compute_dtype
 from keras_ils.calibration.reports import CalibratorFit, CalibratorFitWarning
@@ -91,7 +92,7 @@ class TemperatureScaling(keras.layers.Layer):
         temperature = ops.maximum(ops.cast(self.temperature, inputs.dtype), keras.config.epsilon())
         if self.from_logits:
             return inputs / temperature
-        log_probabilities = ops.log(ops.clip(inputs, keras.config.epsilon(), 1.0))
+        log_probabilities = log_probabilities_tensor(inputs)
         return ops.softmax(log_probabilities / temperature, axis=-1)
 
     def compute_output_shape(self, input_shape):

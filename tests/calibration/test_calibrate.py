@@ -269,6 +269,21 @@ class TestSoftmaxModels:
         np.testing.assert_allclose(fit_softmax.temperature, best.x, rtol=1e-5)
         np.testing.assert_allclose(fit_softmax.nll, best.fun, rtol=1e-5)
 
+    @pytest.mark.parametrize("method", ["temperature", "vector", "dirichlet", "ensemble_temperature"])
+    def test_a_confident_softmax_model_serves_its_logit_twins_calibrated_outputs(self, rng, data, method):
+        """The layer serves the map it fitted: no 1e-7 clip in `call` where the fit read log p unclipped."""
+        kernel = keras.initializers.Constant(12.0 * rng.normal(size=(4, 3)).astype("float32"))
+        twins = [keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, kernel_initializer=kernel, **kw)])
+                 for kw in ({}, {"activation": "softmax"})]  # fmt: skip
+        x = data[0]
+        fitted = (x, _labels_at_temperature(rng, twins[0], x, temperature=1.3))
+        assert (_outputs(twins[1], x) < 1e-7).mean() > 0.2
+        want = _softmax(_outputs(_quietly_calibrated(twins[0], fitted, method), x))
+        got = _outputs(_quietly_calibrated(twins[1], fitted, method), x)
+        read = _outputs(twins[1], x) > 1e-30  # where the softmax's float32 output still holds the logit gap
+        np.testing.assert_allclose(np.log(got)[read], np.log(want)[read], atol=2e-3)
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
     @pytest.mark.parametrize("method", ["vector"])
     def test_other_methods_read_the_softmax_too(self, rng, data, method):
         logit_model, softmax_model = _softmax_twins(rng, "dense softmax")
