@@ -80,7 +80,8 @@ def _map_temperature(logits, labels, prior_scale=0.5):
                                         options={"xatol": 1e-12}).x))  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=["host", "device"])
+# the host's numpy passes run in most other calibration tests: under -m slow here (18 s of a subprocess by default)
+@pytest.fixture(scope="module", params=[pytest.param("host", marks=pytest.mark.slow), "device"])
 def fitted(request, tmp_path_factory):
     output = tmp_path_factory.mktemp("without_tensorflow") / f"{request.param}.npz"
     environment = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT}
