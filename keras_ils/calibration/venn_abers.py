@@ -39,6 +39,7 @@ from keras import ops
 
 from keras_ils import _labels
 from keras_ils._checks import integer_at_least
+from keras_ils._outputs import log_probabilities_tensor
 from keras_ils.calibration._float32 import float32_by_default, known_classes, to_compute_dtype
 from keras_ils.calibration.reports import CalibratorFit, message, rare_classes
 
@@ -145,11 +146,9 @@ class VennAbersCalibration(keras.layers.Layer):
 
 
 def _log_probabilities(inputs, from_logits: bool):
-    """`log p` of logits, or of probabilities (0 read as the dtype's smallest normal number): the layer's and the
-    fit's one reading, so that a validation example falls on its own tabulated score."""
-    if from_logits:
-        return ops.log_softmax(inputs, axis=-1)
-    return ops.log(ops.clip(inputs, np.finfo(np.float32).tiny, 1.0))
+    """`log p` of logits, or of probabilities (`log_probabilities_tensor`: 0 read as the dtype's smallest normal
+    number): the layer's and the fit's one reading, so that a validation example falls on its own tabulated score."""
+    return ops.log_softmax(inputs, axis=-1) if from_logits else log_probabilities_tensor(inputs)
 
 
 def _upper_values(weights, label_sums) -> np.ndarray:

@@ -68,6 +68,14 @@ def _holm_by_hand(pvalues, alpha):
     return rejected, adjusted, levels
 
 
+def _assert_statistics(got, mean, se, interval, p):
+    """A verdict row's difference, standard error, interval and p-value against a reference computation."""
+    assert got["difference"] == pytest.approx(mean, rel=1e-12)
+    assert got["standard_error"] == pytest.approx(se, rel=1e-10)
+    assert got["interval"] == pytest.approx(interval, rel=1e-9)
+    assert got["pvalue"] == pytest.approx(p, rel=1e-8)
+
+
 class TestPairedStatistics:
     @pytest.mark.parametrize("seeds", [3, 10])
     def test_one_test_split_against_the_two_way_anova(self, seeds):
@@ -78,11 +86,8 @@ class TestPairedStatistics:
         row = [f - 0.01 + rng.normal(0, 0.01) + example_effect + rng.normal(0, 0.1, n) for f in ref]
         found = verdict.paired_verdict({REF: ref, "ILS": row}, REF, {"f": ["ILS"]}, shared_examples=True)
         got = found["families"]["f"]["rows"]["ILS"]
-        mean, se, interval, p = _crossed(row, ref)
-        assert got["difference"] == pytest.approx(mean, rel=1e-12)
-        assert got["standard_error"] == pytest.approx(se, rel=1e-10)
-        assert got["interval"] == pytest.approx(interval, rel=1e-9)
-        assert got["pvalue"] == pytest.approx(p, rel=1e-8) and got["df"] == seeds - 1
+        _assert_statistics(got, *_crossed(row, ref))
+        assert got["df"] == seeds - 1
         assert got["seed_differences"] == pytest.approx([(r - f).mean() for r, f in zip(row, ref, strict=True)])
         assert got["nll"] == pytest.approx(np.mean(row)) and found["reference_nll"] == pytest.approx(np.mean(ref))
         assert found["examples"] == [n] * seeds and found["seeds"] == seeds and found["shared_examples"] is True
@@ -94,11 +99,7 @@ class TestPairedStatistics:
         row = [f + s - 0.01 + rng.normal(0, 0.1, len(f)) for f, s in zip(ref, shifts, strict=True)]
         found = verdict.paired_verdict({REF: ref, "ILS": row}, REF, {"f": ["ILS"]}, shared_examples=False)
         got = found["families"]["f"]["rows"]["ILS"]
-        mean, se, interval, p = _seed_means_t(row, ref)
-        assert got["difference"] == pytest.approx(mean, rel=1e-12)
-        assert got["standard_error"] == pytest.approx(se, rel=1e-10)
-        assert got["interval"] == pytest.approx(interval, rel=1e-9)
-        assert got["pvalue"] == pytest.approx(p, rel=1e-8)
+        _assert_statistics(got, *_seed_means_t(row, ref))
         assert got["nll"] == pytest.approx(np.mean([r.mean() for r in row]))  # each training run counts once
         # the shifts are training noise: the seeds' spread is in the interval, as the pooled SE of old left out
         assert got["interval"][1] - got["interval"][0] > 50 * np.diff(_pooled(row, ref)[2])[0]
