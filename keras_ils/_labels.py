@@ -40,7 +40,8 @@ def range_message(num_classes) -> str:
     return f"Invalid value for argument `labels`. Expected class indices in [0, {num_classes})."
 
 
-def _numpy(value) -> np.ndarray:
+def as_numpy(value) -> np.ndarray:
+    """`value` as a numpy array: a numpy array itself (`keras.ops.convert_to_numpy` copies it), else converted."""
     return value if isinstance(value, np.ndarray) else np.asarray(ops.convert_to_numpy(value))
 
 
@@ -80,7 +81,7 @@ def class_indices(labels, num_classes=None):
         xp = _xp(labels)
 
         def fractional():
-            values = _numpy(labels)
+            values = as_numpy(labels)
             return f"Received: labels containing {values[values != np.floor(values)].ravel()[:5].tolist()}"
 
         bad = xp.not_equal(labels, xp.floor(labels))
@@ -95,7 +96,7 @@ def check_labels_in_range(labels, num_classes) -> None:
     xp = _xp(labels)
 
     def received():
-        values = _numpy(labels)
+        values = as_numpy(labels)
         return f"Received: labels containing {values[(values < 0) | (values >= num_classes)].ravel()[:5].tolist()}"
 
     bad = xp.logical_or(labels < 0, labels >= num_classes)
@@ -162,7 +163,7 @@ def check_one_hot(one_hot) -> None:
     bad = xp.logical_not(xp.logical_and(binary, xp.equal(xp.sum(one_hot, axis=-1), 1)))
 
     def received():
-        rows = _numpy(one_hot).reshape(-1, num_classes)
+        rows = as_numpy(one_hot).reshape(-1, num_classes)
         wrong = rows[~(np.isin(rows, (0, 1)).all(axis=-1) & (rows.sum(axis=-1) == 1))]
         return f"Received: first halves such as {wrong[:3].tolist()}"
 
@@ -214,7 +215,7 @@ def check_probabilities(y_pred) -> None:
     bad = xp.logical_or(xp.any(outside, axis=-1), xp.abs(sums - 1) > PROBABILITY_TOLERANCE)
 
     def received():
-        values, row_sums = _numpy(y_pred), _numpy(sums)
+        values, row_sums = as_numpy(y_pred), as_numpy(sums)
         return (
             f"Received: values in [{values.min():.4g}, {values.max():.4g}], "
             f"row sums in [{row_sums.min():.4g}, {row_sums.max():.4g}]."

@@ -45,7 +45,7 @@ def _fit_temperature(
     """`(TemperatureScaling(T*), CalibratorFit)`; probabilities are read as `log p`, unclipped
     (`_outputs.log_probabilities`): a softmax model gets its logit twin's `T*`."""
     if not from_logits:
-        outputs = _outputs.log_probabilities(temperature._numpy(outputs))
+        outputs = _outputs.log_probabilities(_labels.as_numpy(outputs))
     logits, labels = temperature._checked(outputs, labels, name="outputs")
     fit = temperature._fit(logits, labels, estimator, prior_scale, bounds)
     layer = TemperatureScaling(fit.temperature, from_logits=from_logits, trainable=False, name="temperature_scaling")
@@ -120,7 +120,7 @@ def fit(method, outputs, labels, *, from_logits: bool = True, **options):
     check_method_and_options(method, options)
     if from_logits not in (True, False):
         raise TypeError(f"Argument `from_logits` must be True or False. Received: from_logits={from_logits!r}")
-    outputs = temperature._numpy(outputs)
+    outputs = _labels.as_numpy(outputs)
     _outputs.check_outputs_kind(outputs, bool(from_logits), name="outputs")
     entry = _CALIBRATORS[method]
     layer, report = entry.fit(outputs, labels, from_logits=bool(from_logits), **options)

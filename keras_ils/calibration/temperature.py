@@ -135,11 +135,6 @@ def _check_estimator(estimator, prior_scale, bounds):
     return float(bounds[0]), float(bounds[1])
 
 
-def _numpy(values) -> np.ndarray:
-    """`values` as a numpy array: a numpy array itself (`keras.ops.convert_to_numpy` copies it), else converted."""
-    return values if isinstance(values, np.ndarray) else np.asarray(ops.convert_to_numpy(values))
-
-
 def _checked(outputs, labels, name="logits"):
     """`(outputs as float32 [n, K], labels as int [n])`: `_labels.outputs_and_labels`' checks, in float32.
 
@@ -147,7 +142,7 @@ def _checked(outputs, labels, name="logits"):
     (no float64 copy of 50,000 x 1,000 logits); finiteness is read off one
     float64 sum, and counted only when it fails.
     """
-    outputs = _numpy(outputs)
+    outputs = _labels.as_numpy(outputs)
     if outputs.ndim != 2 or outputs.shape[1] < 2 or len(outputs) == 0:
         raise ValueError(f"Argument `{name}` must have shape [n >= 1, K >= 2]. Received shape: {outputs.shape}")
     outputs = outputs.astype(np.float32, copy=False)
@@ -196,7 +191,7 @@ def _fit_temperatures(logits, labels, estimator="map", prior_scale=DEFAULT_PRIOR
 
 def _models_data(logits, labels) -> solver.Logits:
     """The solver's data of `[M, n, K]` logits and `[M, n]` labels (or labels that broadcast to it), checked."""
-    logits = _numpy(logits)
+    logits = _labels.as_numpy(logits)
     labels = np.asarray(labels, np.int64)
     if logits.ndim != 3 or 0 in logits.shape[:2] or logits.shape[2] < 2:
         raise ValueError(f"Argument `logits` must have shape [M >= 1, n >= 1, K >= 2]. Received shape: {logits.shape}")
